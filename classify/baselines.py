@@ -1,0 +1,130 @@
+"""Embedding baselines: a frozen sentence encoder + one scikit-learn classifier per dimension.
+
+Specs: embed-logreg (default), embed-knn, embed-centroid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
+
+from classify.embed import Encoder
+from classify.models import ModelOptions, Prediction, register
+from classify.records import Record
+from classify.taxonomy import Taxonomy
+
+
+def _logreg(opts: ModelOptions) -> BaseEstimator:
+    # C=10: normalised 384-d sentence vectors are small; the default C=1 underfits them.
+    return LogisticRegression(C=10.0, max_iter=5000, random_state=opts.seed)
+
+
+def _knn(opts: ModelOptions) -> BaseEstimator:
+    return KNeighborsClassifier(n_neighbors=int(opts.extra.get("k", 10)), weights="distance", metric="cosine")
+
+
+def _centroid(opts: ModelOptions) -> BaseEstimator:
+    return NearestCentroid()
+
+
+ESTIMATORS: dict[str, Callable[[ModelOptions], BaseEstimator]] = {
+    "embed-logreg": _logreg,
+    "embed-knn": _knn,
+    "embed-centroid": _centroid,
+}
+
+
+class _Constant:
+    """Stands in when a dimension has a single class in the training data."""
+
+    def __init__(self, label: str):
+        self.classes_ = np.array([label])
+
+    def predict_proba(self, X):
+        return np.ones((len(X), 1))
+
+
+def record_texts(records: list[Record], include_discussion: bool) -> list[str]:
+    return [r.text(include_discussion) for r in records]
+
+
+class EmbeddingClassifier:
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, make_estimator):
+        self.spec = spec
+        self.taxonomy = taxonomy
+        self.options = options
+        self.make_estimator = make_estimator
+        self.encoder = Encoder(
+            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress,
+            backend=options.extra.get("backend", "torch"),
+        )
+        self.estimators_: dict[str, Any] = {}
+        self.n_train_: dict[str, int] = {}
+
+    def embed(self, records: list[Record]) -> np.ndarray:
+        return self.encoder.encode(record_texts(records, self.options.include_discussion))
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "EmbeddingClassifier":
+        X = self.embed(records)
+        return self.fit_embeddings(X, labels)
+
+    def fit_embeddings(self, X: np.ndarray, labels: dict[str, list[str | None]]) -> "EmbeddingClassifier":
+        for dim in self.taxonomy.dimension_ids:
+            ys = labels.get(dim)
+            if ys is None:
+                continue
+            idx = [i for i, y in enumerate(ys) if y is not None]
+            if not idx:
+                raise ValueError(f"no training labels for dimension {dim!r}")
+            y = np.array([ys[i] for i in idx])
+            if len(set(y)) == 1:
+                est = _Constant(y[0])
+            else:
+                est = clone(self.make_estimator(self.options))
+                if isinstance(est, KNeighborsClassifier):
+                    est.set_params(n_neighbors=min(est.n_neighbors, len(idx)))
+                est.fit(X[idx], y)
+            self.estimators_[dim] = est
+            self.n_train_[dim] = len(idx)
+        return self
+
+    def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        return self.predict_embeddings(self.embed(records))
+
+    def predict_embeddings(self, X: np.ndarray) -> dict[str, list[Prediction]]:
+        if not self.estimators_:
+            raise RuntimeError(f"{self.spec}: call fit() before predict()")
+        out: dict[str, list[Prediction]] = {}
+        for dim, est in self.estimators_.items():
+            P = est.predict_proba(X)
+            classes = [str(c) for c in est.classes_]
+            best = P.argmax(axis=1)
+            out[dim] = [
+                Prediction(
+                    label=classes[b],
+                    confidence=float(p[b]),
+                    proba={c: float(v) for c, v in zip(classes, p)},
+                )
+                for b, p in zip(best, P)
+            ]
+        return out
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "model": self.spec,
+            "encoder": self.encoder.model_key,
+            "text": "title+body+discussion" if self.options.include_discussion else "title+body",
+            "n_train": dict(self.n_train_),
+        }
+
+
+def _factory(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> EmbeddingClassifier:
+    return EmbeddingClassifier(spec, taxonomy, options, ESTIMATORS[spec])
+
+
+for _spec in ESTIMATORS:
+    register(_spec)(_factory)
