@@ -1,6 +1,6 @@
 """Embedding baselines: a frozen sentence encoder + one scikit-learn classifier per dimension.
 
-Specs: embed-logreg (default), embed-knn, embed-centroid.
+Specs: embed-logreg (default), embed-knn, embed-centroid; tfidf-logreg is the lexical baseline.
 """
 
 from __future__ import annotations
@@ -128,3 +128,37 @@ def _factory(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> EmbeddingC
 
 for _spec in ESTIMATORS:
     register(_spec)(_factory)
+
+
+class TfidfClassifier:
+    """TF-IDF word n-grams + logistic regression: the lexical baseline, no encoder needed."""
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions):
+        self.spec = spec
+        self.taxonomy = taxonomy
+        self.options = options
+        self.vectorizer_ = None
+        self.inner_ = EmbeddingClassifier(spec, taxonomy, options, _logreg)
+
+    def _texts(self, records: list[Record]) -> list[str]:
+        return record_texts(records, self.options.include_discussion)
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "TfidfClassifier":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer_ = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        X = self.vectorizer_.fit_transform(self._texts(records))
+        self.inner_.fit_embeddings(X, labels)
+        return self
+
+    def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        if self.vectorizer_ is None:
+            raise RuntimeError(f"{self.spec}: call fit() before predict()")
+        return self.inner_.predict_embeddings(self.vectorizer_.transform(self._texts(records)))
+
+    def provenance(self) -> dict[str, Any]:
+        return {"model": self.spec, "features": "tfidf word 1-2grams", "n_train": dict(self.inner_.n_train_),
+                "text": "title+body+discussion" if self.options.include_discussion else "title+body"}
+
+
+register("tfidf-logreg")(lambda spec, taxonomy, options: TfidfClassifier(spec, taxonomy, options))

@@ -29,6 +29,7 @@ ModelOpt = typer.Option("embed-logreg", "--model", "-m", help="Model spec, e.g. 
 EncoderOpt = typer.Option(None, "--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).")
 NoDiscOpt = typer.Option(False, "--no-discussion", help="Encode title + body only (default: title + body + discussion).")
 OptOpt = typer.Option([], "--opt", help="Model-specific option key=value (repeatable).")
+BatchOpt = typer.Option(32, "--batch-size", min=1, help="Encoder batch size.")
 
 
 class CliError(Exception):
@@ -72,11 +73,12 @@ def _parse_opts(opts: list[str]) -> dict:
     return out
 
 
-def _options(encoder, no_discussion, opts, seed=0, progress=True, **extra):
+def _options(encoder, no_discussion, opts, seed=0, progress=True, batch_size=32, **extra):
     from classify.models import ModelOptions
 
     merged = {**_parse_opts(opts), **{k: v for k, v in extra.items() if v is not None}}
-    return ModelOptions(encoder=encoder, include_discussion=not no_discussion, seed=seed, show_progress=progress, extra=merged)
+    return ModelOptions(encoder=encoder, include_discussion=not no_discussion, seed=seed, show_progress=progress,
+                        batch_size=batch_size, extra=merged)
 
 
 @taxonomy_app.command("show")
@@ -192,6 +194,7 @@ def eval_cmd(
     out_dir: Path = typer.Option(paths.EVALS_DIR, "--out-dir", help="Root folder for run reports."),
     encoder: Optional[str] = EncoderOpt,
     no_discussion: bool = NoDiscOpt,
+    batch_size: int = BatchOpt,
     opt: list[str] = OptOpt,
 ):
     """Cross-validated agreement with gold (or --test FILE) -> evals/<timestamp>-<model>/."""
@@ -201,7 +204,7 @@ def eval_cmd(
 
     tax = _load_tax(taxonomy)
     g = _load_gold(gold, tax)
-    options = _options(encoder, no_discussion, opt, seed=seed)
+    options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
     try:
         if test:
             res = evaluate_on_test(model, g, _load_gold(test, tax), options)
@@ -231,6 +234,7 @@ def run_cmd(
     seed: int = typer.Option(0),
     encoder: Optional[str] = EncoderOpt,
     no_discussion: bool = NoDiscOpt,
+    batch_size: int = BatchOpt,
     opt: list[str] = OptOpt,
 ):
     """Train on gold and label every record of --input, with provenance on each row. Resumable."""
@@ -252,7 +256,7 @@ def run_cmd(
     except RecordsError as e:
         _fail(str(e))
     g = _load_gold(gold, tax)
-    options = _options(encoder, no_discussion, opt, seed=seed, progress=False)
+    options = _options(encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size)
     try:
         clf = make_classifier(model, tax, options)
     except ModelSpecError as e:

@@ -1,0 +1,100 @@
+"""Benchmark: `classify run --model embed-logreg` vs a bare SentenceTransformer.encode.
+
+Labels N synthetic records of realistic length (~200 tokens, stitched from gold report
+sentences, each unique so nothing is cached) with the real CLI in a subprocess, and times a bare
+`SentenceTransformer.encode` of the same texts with the same model and batch size, in the same run.
+Then re-runs the CLI on the same input (every embedding cached).
+
+    python benchmarks/bench_embed.py [--n 1000] [--batch-size 32] [--backend torch|onnx]
+
+Targets (issue #2): pipeline <= 1.15 x bare encode; cached re-run of 1000 records < 5 s.
+The gold set's own embeddings are computed once before timing (a one-off training cost shared by
+every later run), in a private cache folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def synthetic_records(n: int, seed: int = 0) -> list[dict]:
+    gold = [json.loads(l) for l in (ROOT / "gold" / "reports.jsonl").read_text().splitlines()]
+    sentences = [s.strip() + "." for r in gold for s in (r["body"] + " " + r["discussion"]).split(".") if len(s.split()) > 4]
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words: list[str] = []
+        while len(words) < 150:  # ~150 words is ~200 word-piece tokens
+            words += rng.choice(sentences).split()
+        out.append({"id": f"bench-{i}", "title": " ".join(rng.choice(sentences).split()[:10]), "body": " ".join(words) + f" [{i}]"})
+    return out
+
+
+def run_cli(args: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "classify.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"classify failed:\n{r.stderr[-3000:]}")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--backend", default="torch")
+    a = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
+    env = {**os.environ, "CLASSIFY_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
+    os.environ.update(env)
+    recs = synthetic_records(a.n)
+    inp = tmp / "input.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    texts = [f"{r['title']}\n\n{r['body']}" for r in recs]  # exactly what the pipeline encodes
+
+    from classify.embed import Encoder
+    from classify.models import ModelOptions
+    from classify.baselines import record_texts
+    from classify.gold import load_gold
+    from classify.taxonomy import load_taxonomy
+    from classify.paths import DEFAULT_GOLD
+
+    tax = load_taxonomy()
+    gold = load_gold(DEFAULT_GOLD, tax)
+    enc = Encoder(batch_size=a.batch_size, show_progress=False, backend=a.backend)
+    print(f"priming gold embeddings ({len(gold)} records, not timed)...", flush=True)
+    enc.encode(record_texts(gold.records, True))
+
+    model = enc.model()
+    model.encode(texts[:8], batch_size=a.batch_size)  # warm-up
+    t0 = time.perf_counter()
+    model.encode(texts, batch_size=a.batch_size, normalize_embeddings=True)
+    bare = time.perf_counter() - t0
+
+    extra = ["--opt", f"backend={a.backend}"] if a.backend != "torch" else []
+    common = ["run", "--model", "embed-logreg", "--input", str(inp), "--batch-size", str(a.batch_size), *extra]
+    pipe = run_cli([*common, "--out", str(tmp / "labels.jsonl")], env)
+    cached = run_cli([*common, "--out", str(tmp / "labels2.jsonl")], env)
+
+    print(f"records:                  {a.n} (backend {a.backend}, batch size {a.batch_size})")
+    print(f"bare encode:              {bare:7.1f} s  ({a.n / bare:.1f} texts/s, model already loaded)")
+    print(f"classify run (pipeline):  {pipe:7.1f} s  (whole command: start-up, training, encoding, writing)")
+    print(f"ratio pipeline / bare:    {pipe / bare:7.2f}   (target <= 1.15)")
+    print(f"cached re-run:            {cached:7.1f} s  (target < 5 s for 1000 records)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+import json
+
+import pytest
+
+from classify.evaluate import assign_folds, compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
+from classify.gold import gold_from_records
+from classify.report import write_eval
+
+
+def test_folds_cover_everything_and_spread_rare_classes(gold):
+    folds = assign_folds(gold, k=5, seed=0)
+    assert set(folds) == set(range(5))
+    rc_idx, rc = gold.labeled("root_cause")
+    # software_incompatibility (23 items) must be in every fold
+    per_fold = {folds[i] for i, y in zip(rc_idx, rc) if y == "software_incompatibility"}
+    assert per_fold == set(range(5))
+    assert assign_folds(gold, 5, 0) == folds and assign_folds(gold, 5, 1) != folds
+
+
+@pytest.fixture(scope="module")
+def cv_result(gold):
+    return cross_validate("tfidf-logreg", gold)
+
+
+@pytest.fixture(scope="module")
+def small_gold(gold, taxonomy):
+    return gold_from_records(gold.records[:160], taxonomy)
+
+
+def test_cv_predicts_every_record_with_a_model_that_never_saw_it(gold, cv_result):
+    res = cv_result
+    assert train_test_leaks(res) == []
+    for f, ids in res.train_ids.items():
+        test_ids = {r.id for r, ff in zip(gold.records, res.folds) if ff == f}
+        assert test_ids and not (test_ids & ids)
+        assert len(ids) + len(test_ids) == len(gold)
+    assert all(p is not None for p in res.predictions["symptom"])
+    m = compute_metrics(res, n_boot=200)
+    assert m["dimensions"]["root_cause"]["n"] == 143
+    assert m["dimensions"]["root_cause"]["n_without_label"] == 264
+    assert m["dimensions"]["root_cause_group"]["level"] == "group"
+    assert 0 < m["dimensions"]["symptom"]["kappa"]["kappa"] < 1
+    assert m["coders"]["symptom"]["n"] == 407
+
+
+def test_leak_detector_catches_a_leak(small_gold):
+    res = cross_validate("tfidf-logreg", small_gold, k=2)
+    res.train_ids[0].add(next(r.id for r, f in zip(small_gold.records, res.folds) if f == 0))
+    assert len(train_test_leaks(res)) == 1
+
+
+def test_limit_evaluates_a_sample(small_gold):
+    res = cross_validate("tfidf-logreg", small_gold, limit=50)
+    evaluated = [f for f in res.folds if f != -2]
+    assert len(evaluated) == 50
+    m = compute_metrics(res, n_boot=100)
+    assert m["dimensions"]["symptom"]["n"] == 50
+
+
+def test_held_out_test_file(gold, taxonomy):
+    train = gold_from_records(gold.records[:150], taxonomy)
+    test = gold_from_records(gold.records[300:], taxonomy)
+    res = evaluate_on_test("tfidf-logreg", train, test)
+    assert res.mode == "test" and len(res.predictions["symptom"]) == 107
+    assert all(p.label in taxonomy.dimensions["symptom"].ids for p in res.predictions["symptom"])
+    with pytest.raises(ValueError, match="shares 107 ids"):
+        evaluate_on_test("tfidf-logreg", gold, test)
+
+
+def test_report_files(gold, cv_result, tmp_path):
+    res = cv_result
+    m = compute_metrics(res, n_boot=100)
+    out = write_eval(res, m, tmp_path)
+    files = {p.name for p in out.iterdir()}
+    assert {"metrics.json", "report.md", "predictions.jsonl", "selective.png", "confusion_symptom.png",
+            "confusion_root_cause.png", "confusion_root_cause_group.png"} <= files
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["meta"]["gold_hash"] == gold.hash and doc["meta"]["taxonomy"] == "gpu-kernel-issues@1"
+    preds = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 407 and {"id", "fold", "gold_symptom", "symptom", "symptom_proba"} <= set(preds[0])
+    assert (out / "confusion_symptom.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "coders' kappa" in (out / "report.md").read_text()
