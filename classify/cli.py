@@ -60,6 +60,22 @@ def _load_gold(path, tax):
         _fail(str(e))
 
 
+def _task_gold(task: str, taxonomy, gold):
+    """Taxonomy and gold set for a task; screening reads `failure_report` booleans as labels."""
+    if task == "screening":
+        from classify.records import RecordsError
+        from classify.screening import load_screening_gold, screening_taxonomy
+        from classify.taxonomy import TaxonomyError
+
+        try:
+            tax = screening_taxonomy(taxonomy)
+            return tax, load_screening_gold(gold, tax)
+        except (RecordsError, TaxonomyError) as e:
+            _fail(str(e))
+    tax = _load_tax(taxonomy)
+    return tax, _load_gold(gold, tax)
+
+
 def _parse_opts(opts: list[str]) -> dict:
     out = {}
     for o in opts:
@@ -186,6 +202,7 @@ def eval_cmd(
     model: str = ModelOpt,
     gold: Optional[Path] = GoldOpt,
     taxonomy: Optional[Path] = TaxonomyOpt,
+    task: str = typer.Option("labels", "--task", help="labels (symptom/root cause on gold/reports.jsonl) or screening (failure report or not, on gold/screening.jsonl)."),
     test: Optional[Path] = typer.Option(None, "--test", help="Evaluate on this labeled file instead of cross-validating (train on all of gold)."),
     folds: int = typer.Option(5, "--folds", "-k", min=2, help="Cross-validation folds."),
     seed: int = typer.Option(0, help="Seed for folds and bootstrap."),
@@ -202,12 +219,13 @@ def eval_cmd(
     from classify.models import ModelSpecError
     from classify.report import write_eval
 
-    tax = _load_tax(taxonomy)
-    g = _load_gold(gold, tax)
+    if task not in ("labels", "screening"):
+        _fail(f"--task must be labels or screening, not {task!r}")
+    tax, g = _task_gold(task, taxonomy, gold)
     options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
     try:
         if test:
-            res = evaluate_on_test(model, g, _load_gold(test, tax), options)
+            res = evaluate_on_test(model, g, _task_gold(task, taxonomy, test)[1], options)
         else:
             err.print(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
             res = cross_validate(model, g, options, k=folds, seed=seed, limit=limit,
@@ -231,6 +249,8 @@ def run_cmd(
     taxonomy: Optional[Path] = TaxonomyOpt,
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output and discard any checkpoint."),
     chunk_size: int = typer.Option(256, min=1, help="Records per checkpointed chunk."),
+    screen: bool = typer.Option(False, "--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports."),
+    screen_model: str = typer.Option("embed-logreg", "--screen-model", help="Model spec for screening."),
     seed: int = typer.Option(0),
     encoder: Optional[str] = EncoderOpt,
     no_discussion: bool = NoDiscOpt,
@@ -261,22 +281,37 @@ def run_cmd(
         clf = make_classifier(model, tax, options)
     except ModelSpecError as e:
         _fail(str(e))
-    sig = run_signature({"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
-                         "gold": g.hash, "input": input_fingerprint(input)})
+    sig_parts = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
+                 "gold": g.hash, "input": input_fingerprint(input)}
+    screen_fn = None
+    if screen:
+        s_tax, s_gold = _task_gold("screening", None, None)
+        s_clf = make_classifier(screen_model, s_tax, options)
+        err.print(f"training screening model {screen_model} on {len(s_gold)} screening records")
+        s_clf.fit(s_gold.records, s_gold.labels)
+        screen_fn = lambda recs: s_clf.predict(recs)["screening"]  # noqa: E731
+        sig_parts["screen"] = {"model": screen_model, "gold": s_gold.hash, "taxonomy": s_tax.fingerprint()}
+    sig = run_signature(sig_parts)
     err.print(f"training {model} on {len(g)} gold records ({tax.label})")
     clf.fit(g.records, g.labels)
     prov = provenance_for(clf, g)
+    if screen:
+        prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+    enc_bar = tqdm(total=len(records), desc="encoding", unit="rec", file=sys.stderr, delay=0.5)
     bar = tqdm(total=len(records), desc="labeling", unit="rec", file=sys.stderr)
     try:
-        summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=bar.update)
+        summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=bar.update,
+                                screen=screen_fn, prepare_progress=enc_bar.update)
     except RunError as e:
-        bar.close()
         _fail(str(e))
-    bar.close()
+    finally:
+        enc_bar.close()
+        bar.close()
     summary.seconds = time.perf_counter() - t0
     inv = ", ".join(f"{d} {n}" for d, n in summary.invalid.items() if n) or "none"
+    scr = f"; screened out as not failure reports: {summary.screened_out}" if screen else ""
     err.print(f"wrote {summary.total} rows to {out} ({summary.labeled} labeled now, {summary.resumed} resumed "
-              f"from a checkpoint; invalid: {inv}) in {summary.seconds:.1f} s")
+              f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s")
 
 
 def main():

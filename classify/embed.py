@@ -132,7 +132,13 @@ class Encoder:
             normalize_embeddings=True,
         ).astype(np.float32)
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], progress=None, slice_size: int = 256) -> np.ndarray:
+        """Embeddings for `texts` (rows L2-normalised), from the cache where possible.
+
+        Misses are sorted by length and encoded in slices, each slice written to the cache as
+        soon as it is done: padding stays as low as one big encode call, and an interrupted
+        run keeps every finished slice. `progress(n)` is called after each slice.
+        """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         if not self.use_cache:
@@ -141,11 +147,18 @@ class Encoder:
         hashes = [text_hash(t) for t in texts]
         found = self.cache.get_many(self.model_key, hashes)
         missing = list(dict.fromkeys(h for h in hashes if h not in found))
+        if progress and len(hashes) > len(missing):
+            progress(len(hashes) - len(missing))
         if missing:
             by_hash = {h: t for h, t in zip(hashes, texts)}
-            vecs = self._encode_raw([by_hash[h] for h in missing])
-            self.n_encoded += len(missing)
-            new = dict(zip(missing, vecs))
-            self.cache.put_many(self.model_key, new)
-            found.update(new)
+            missing.sort(key=lambda h: len(by_hash[h]), reverse=True)
+            for i in range(0, len(missing), slice_size):
+                part = missing[i : i + slice_size]
+                vecs = self._encode_raw([by_hash[h] for h in part])
+                self.n_encoded += len(part)
+                new = dict(zip(part, vecs))
+                self.cache.put_many(self.model_key, new)
+                found.update(new)
+                if progress:
+                    progress(len(part))
         return np.stack([found[h] for h in hashes])

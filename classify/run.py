@@ -71,7 +71,7 @@ def _read_partial(path: Path, signature: str) -> list[dict]:
 
 
 def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": rec.id}
+    row: dict[str, Any] = {"id": rec.id, "repo": rec.repo}
     for d, p in preds.items():
         row[d] = p.label
         row[f"{d}_confidence"] = None if p.confidence is None else round(float(p.confidence), 4)
@@ -95,6 +95,7 @@ def label_records(
     chunk_size: int = 256,
     progress: Callable[[int], None] | None = None,
     screen: Callable[[list[Record]], list[Prediction]] | None = None,
+    prepare_progress: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write."""
     part = partial_path(out)
@@ -110,6 +111,8 @@ def label_records(
         part,
         json.dumps({"signature": signature}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
     )
+    if todo and hasattr(clf, "prepare") and screen is None:
+        clf.prepare(todo, progress=prepare_progress)
     with part.open("a", encoding="utf-8") as f:
         for start in range(0, len(todo), chunk_size):
             chunk = todo[start : start + chunk_size]
@@ -146,15 +149,14 @@ def _label_chunk(clf, chunk, provenance, screen) -> list[dict]:
     by_i = {i: j for j, i in enumerate(keep)}
     rows = []
     for i, r in enumerate(chunk):
-        row = {"id": r.id, "screening": decisions[i].label,
-               "screening_confidence": None if decisions[i].confidence is None else round(decisions[i].confidence, 4)}
+        d = decisions[i]
+        row = {"id": r.id, "repo": r.repo, "screening": d.label,
+               "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4)}
         if i in by_i:
-            row.update(output_row(r, {d: preds[d][by_i[i]] for d in preds}, {}))
-            row.pop("id")
-        else:
-            for d in clf.taxonomy.dimension_ids:
-                row[d] = None
-        row = {"id": r.id, **{k: v for k, v in row.items() if k != "id"}, **provenance}
+            row.update(output_row(r, {dim: preds[dim][by_i[i]] for dim in preds}, {}))
+        else:  # screened out: no symptom or root cause
+            row.update({dim: None for dim in clf.taxonomy.dimension_ids})
+        row.update(provenance)
         rows.append(row)
     return rows
 
