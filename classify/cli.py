@@ -314,6 +314,36 @@ def run_cmd(
               f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s")
 
 
+@app.command("report")
+def report_cmd(
+    labels: Path = typer.Argument(..., help="A labels file written by `classify run`."),
+    taxonomy: Optional[Path] = TaxonomyOpt,
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="The labeled input, to show example titles."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/)."),
+):
+    """Distribution of symptoms and root causes (and groups) with 95% intervals, per library and overall."""
+    from classify.corpus import write_corpus_report
+    from classify.records import RecordsError
+
+    tax = _load_tax(taxonomy)
+    out = out_dir or labels.with_name(labels.stem + ".report")
+    try:
+        stats = write_corpus_report(labels, tax, out, input)
+    except RecordsError as e:
+        _fail(str(e))
+    console.print(f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
+                  f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}")
+    for name, d in stats["dimensions"].items():
+        t = Table(title=f"{name} (n={d['overall']['n']}, no label: {d['overall']['n_missing']})")
+        for col in ("category", "n", "share", "95% CI"):
+            t.add_column(col)
+        for cat, sh in d["overall"]["shares"].items():
+            t.add_row(cat, str(sh["k"]), f"{100 * sh['share']:.2f}%" if sh["n"] else "-",
+                      f"[{100 * sh['lo']:.1f}, {100 * sh['hi']:.1f}]" if sh["n"] else "-")
+        console.print(t)
+    console.print(f"report: {out}/report.html")
+
+
 def main():
     app()
 
