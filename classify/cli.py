@@ -20,8 +20,9 @@ gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold set
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
 
-console = Console()
-err = Console(stderr=True)
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 TaxonomyOpt = typer.Option(None, "--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")
 GoldOpt = typer.Option(None, "--gold", "-g", help="Gold set JSONL/CSV/Parquet (default: gold/reports.jsonl).")
