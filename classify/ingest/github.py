@@ -1,0 +1,178 @@
+"""Fetch issues with their comments from the GitHub REST API as record rows."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from classify.ingest.client import FetchError, FetchStats, GitHubClient
+from classify.ingest.normalize import issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
+
+log = logging.getLogger("classify.fetch")
+STATES = ("open", "closed", "all")
+MAX_PER_PAGE = 100  # GitHub's cap
+
+
+@dataclass
+class FetchResult:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    skipped_prs: list[str] = field(default_factory=list)  # URLs of pull requests left out
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (issue reference, reason)
+    stats: FetchStats | None = None
+
+
+def normalize_since(text: str) -> str:
+    """`2024-05-01` or an ISO timestamp -> GitHub's `YYYY-MM-DDTHH:MM:SSZ` (UTC)."""
+    s = text.strip()
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", s):
+            dt = datetime.strptime(s, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        else:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ValueError(f"not a date: {text!r} (use YYYY-MM-DD or an ISO 8601 timestamp)") from None
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fetch_comments(client: GitHubClient, owner: str, name: str, number: int, per_page: int = MAX_PER_PAGE) -> list[dict]:
+    comments: list[dict] = []
+    for page in client.paginate(f"/repos/{owner}/{name}/issues/{number}/comments", {"per_page": per_page}):
+        comments.extend(page.data)
+    return comments
+
+
+def _row_for(client: GitHubClient, issue: dict, per_page: int, skip_bot_comments: bool) -> dict:
+    owner, name, number, _ = parse_issue_ref(issue["html_url"])
+    # The issue object carries its comment count: no request for threads without comments.
+    comments = fetch_comments(client, owner, name, number, per_page) if issue.get("comments") else []
+    return rest_issue_to_row(issue, comments, skip_bot_comments=skip_bot_comments)
+
+
+def fetch_repo_issues(
+    client: GitHubClient,
+    repo: str,
+    *,
+    state: str = "all",
+    since: str | None = None,
+    limit: int | None = None,
+    per_page: int = MAX_PER_PAGE,
+    skip_bot_comments: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> FetchResult:
+    """All issues of `repo` (oldest first) with their comments; pull requests are skipped.
+
+    `since` keeps issues *updated* at or after that time (GitHub's semantics), which is what a
+    refresh wants. `progress(issues_so_far, prs_skipped)` is called after every page.
+    """
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if not 1 <= per_page <= MAX_PER_PAGE:
+        raise ValueError(f"per_page must be 1..{MAX_PER_PAGE}, got {per_page}")
+    owner, name = parse_repo(repo)
+    params = {"state": state, "sort": "created", "direction": "asc", "per_page": per_page}
+    if since:
+        params["since"] = normalize_since(since)
+    result = FetchResult(stats=client.stats)
+    seen: set[str] = set()
+    for page in client.paginate(f"/repos/{owner}/{name}/issues", params):
+        for issue in page.data:
+            # The issues endpoint lists pull requests too; they carry a `pull_request` key.
+            if "pull_request" in issue:
+                result.skipped_prs.append(issue.get("html_url", ""))
+                continue
+            row = _row_for(client, issue, per_page, skip_bot_comments)
+            # An issue edited while we paginate can show up on two pages: keep the later copy once.
+            if row["id"] in seen:
+                result.rows = [r for r in result.rows if r["id"] != row["id"]]
+            seen.add(row["id"])
+            result.rows.append(row)
+            if limit is not None and len(result.rows) >= limit:
+                return result
+        if progress:
+            progress(len(result.rows), len(result.skipped_prs))
+    return result
+
+
+def fetch_issue_refs(
+    client: GitHubClient,
+    refs: Iterable[str | tuple[str, dict[str, Any]]],
+    *,
+    per_page: int = MAX_PER_PAGE,
+    skip_bot_comments: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> FetchResult:
+    """Fetch single issues by URL (or `owner/name#N`), each optionally with extra fields to carry.
+
+    Extra fields (e.g. labels from a gold spreadsheet) are merged into the fetched row; GitHub's
+    values win for the record's core text fields. Missing or deleted issues and pull requests are
+    reported in the result, not raised; anything else (bad token, rate limit) aborts.
+    """
+    result = FetchResult(stats=client.stats)
+    items = [(r, {}) if isinstance(r, str) else r for r in refs]
+    by_id: dict[str, int] = {}  # requested and canonical ids -> index in result.rows
+    extras: list[dict[str, Any]] = []
+    overridden: set[str] = set()
+
+    def duplicate(key: str, ref: str, extra: dict) -> bool:
+        if key not in by_id:
+            return False
+        prev = extras[by_id[key]]
+        clash = sorted(k for k in set(prev) | set(extra) if k != "url" and prev.get(k) != extra.get(k))
+        if clash:
+            result.failures.append((ref, f"same issue listed twice with different values for {clash}"))
+        else:
+            log.warning("%s: same issue listed twice; kept once", ref)
+        return True
+
+    for i, (ref, extra) in enumerate(items, 1):
+        try:
+            owner, name, number, is_pr = parse_issue_ref(ref)
+        except ValueError as e:
+            result.failures.append((ref, str(e)))
+            continue
+        if is_pr:
+            result.skipped_prs.append(ref)
+            continue
+        rid = issue_id(name, number)
+        if duplicate(rid, ref, extra):
+            continue
+        try:
+            page = client.get_json(client.url(f"/repos/{owner}/{name}/issues/{number}"))
+        except FetchError as e:
+            if e.status in (404, 410):
+                result.failures.append((ref, str(e)))
+                continue
+            raise
+        issue = page.data
+        if "pull_request" in issue:
+            result.skipped_prs.append(ref)
+            continue
+        row = _row_for(client, issue, per_page, skip_bot_comments)
+        # A renamed or transferred repository redirects: the canonical id may differ from the URL's.
+        if row["id"] != rid:
+            if duplicate(row["id"], ref, extra):
+                continue
+            row["requested_url"] = ref
+        for k, v in extra.items():
+            if k in _GITHUB_OWNED:
+                continue
+            if k in row:
+                overridden.add(k)
+            row[k] = v
+        by_id[rid] = by_id[row["id"]] = len(result.rows)
+        extras.append(extra)
+        result.rows.append(row)
+        if progress:
+            progress(i, len(items))
+    if overridden:
+        log.warning("input columns %s replace the fields of the same name fetched from GitHub", sorted(overridden))
+    return result
+
+
+# Fields whose value comes from GitHub even when the input spreadsheet has a column of that name.
+_GITHUB_OWNED = {"id", "repo", "number", "url", "title", "body", "discussion", "created_at", "source"}
