@@ -28,8 +28,11 @@ def _ordered(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same_row(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    # CSV gives every cell back as a string: 12 and "12" are the same stored value.
-    return a.keys() == b.keys() and all(a[k] == b[k] or str(a[k]) == str(b[k]) for k in a)
+    # CSV gives cells back as strings and empty cells as None: 12 == "12", "" == None.
+    def norm(v: Any) -> str:
+        return "" if v is None else str(v)
+
+    return a.keys() == b.keys() and all(a[k] == b[k] or norm(a[k]) == norm(b[k]) for k in a)
 
 
 def write_fetched(path: str | Path, rows: list[dict[str, Any]], overwrite: bool = False) -> WriteSummary:
