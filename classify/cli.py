@@ -13,12 +13,14 @@ from rich.console import Console
 from rich.table import Table
 
 from classify import paths
+from classify.cli_fetch import fetch_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Label issue reports against a taxonomy and measure agreement with coders.")
 taxonomy_app = typer.Typer(no_args_is_help=True, help="Inspect and validate codebooks.")
 gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold sets.")
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
+app.add_typer(fetch_app, name="fetch")
 
 # Logs and CI are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 160)

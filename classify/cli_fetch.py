@@ -1,7 +1,8 @@
 """`classify fetch ...`: get issues into a records file (GitHub API, gh exports, tables).
 
 The token is read from GITHUB_TOKEN (or GH_TOKEN) only, never from an option, so it does not
-show up in shell history, `ps` or help output.
+show up in shell history, `ps` or help output. classify.ingest (httpx) is imported inside the
+commands so that `classify --help` stays fast.
 """
 
 from __future__ import annotations
@@ -12,26 +13,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-
-from classify.ingest import (
-    CacheError,
-    FetchError,
-    GitHubClient,
-    ResponseCache,
-    RetryPolicy,
-    default_cache_path,
-    fetch_issue_refs,
-    fetch_repo_issues,
-    import_gh_json,
-    import_table,
-    normalize_since,
-    parse_mapping,
-    read_issue_refs,
-    token_from_env,
-    write_fetched,
-)
-from classify.ingest.normalize import RefError
-from classify.records import RecordsError
 
 fetch_app = typer.Typer(help="Fetch issues from GitHub or import exports into a records file.", no_args_is_help=True)
 log = logging.getLogger("classify.fetch")
@@ -57,8 +38,9 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _fail(e: Exception) -> None:
+    # Exit 2 for errors as in classify.cli; 1 is kept for `urls` finishing with some references failed.
     typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(2)
 
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="Records file to write (.jsonl, .csv or .parquet).")]
@@ -76,7 +58,9 @@ MaxWait = Annotated[float, typer.Option("--max-wait", min=0, help="Longest singl
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and the summary.")]
 
 
-def _client(base_url: str | None, cache: bool, cache_file: Path | None, output: Path, max_attempts: int, max_wait: float) -> GitHubClient:
+def _client(base_url: str | None, cache: bool, cache_file: Path | None, output: Path, max_attempts: int, max_wait: float):
+    from classify.ingest import GitHubClient, ResponseCache, RetryPolicy, default_cache_path, token_from_env
+
     token = token_from_env()
     if not token:
         log.warning("GITHUB_TOKEN is not set: unauthenticated requests are limited to 60 an hour")
@@ -84,7 +68,7 @@ def _client(base_url: str | None, cache: bool, cache_file: Path | None, output: 
     return GitHubClient(token=token, base_url=base_url, cache=store, policy=RetryPolicy(max_attempts=max_attempts, max_wait=max_wait))
 
 
-def _close(client: GitHubClient) -> None:
+def _close(client) -> None:
     client.close()
     if client.cache is not None:
         client.cache.close()
@@ -108,6 +92,9 @@ def github_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Pull the issues of one or more repositories, with their comments; pull requests are skipped."""
+    from classify.ingest import CacheError, FetchError, RefError, fetch_repo_issues, normalize_since, write_fetched
+    from classify.records import RecordsError
+
     _setup_logging(quiet)
     try:
         since_iso = normalize_since(since) if since else None
@@ -158,6 +145,9 @@ def urls_cmd(
     Missing issues and pull requests are listed and left out; the rest is written and the exit
     code is 1 if any reference failed.
     """
+    from classify.ingest import CacheError, FetchError, RefError, fetch_issue_refs, read_issue_refs, write_fetched
+    from classify.records import RecordsError
+
     _setup_logging(quiet)
     items: list = [(r, {}) for r in refs or []]
     try:
@@ -201,6 +191,9 @@ def gh_json_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Import a `gh issue list/view --json ...` export (or `gh api` REST JSON)."""
+    from classify.ingest import RefError, import_gh_json, write_fetched
+    from classify.records import RecordsError
+
     _setup_logging(quiet)
     try:
         rows = import_gh_json(path, repo=repo, skip_bot_comments=skip_bot_comments)
@@ -223,6 +216,9 @@ def csv_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Import a table with a column mapping; ids are derived from URLs or repo + number when absent."""
+    from classify.ingest import RefError, import_table, parse_mapping, write_fetched
+    from classify.records import RecordsError
+
     _setup_logging(quiet)
     try:
         mapping = parse_mapping(map_ or [])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import N_ITEMS, PRS, TOKEN
+from fetch_fixtures import N_ITEMS, PRS, TOKEN
 from github_server import Fault
 from typer.testing import CliRunner
 
@@ -42,13 +42,13 @@ def test_github_command_fetches_then_refreshes_cheaply(gh, tmp_path):
 def test_github_command_errors_are_one_line(gh, tmp_path):
     out = tmp_path / "o.jsonl"
     r = _run(["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url], token="ghp_not_the_right_one")
-    assert r.exit_code == 1 and "error: GET" in r.stderr and "Bad credentials" in r.stderr
+    assert r.exit_code == 2 and "error: GET" in r.stderr and "Bad credentials" in r.stderr
     assert "Traceback" not in r.output and "ghp_not_the_right_one" not in r.output and not out.exists()
     r = _run(["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url, "--since", "yesterday"])
     assert r.exit_code == 2 and "not a date" in r.output
     gh.faults.append(Fault.primary(r"/issues\?", reset=2**31))
     r = _run(["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url, "--max-wait", "5"])
-    assert r.exit_code == 1 and "run again later" in r.stderr
+    assert r.exit_code == 2 and "run again later" in r.stderr
 
 
 def test_urls_command_with_gold_sheet(gh, tmp_path):
@@ -75,7 +75,9 @@ def test_gh_json_and_csv_commands(tmp_path):
     export.write_text(json.dumps([{"number": 3, "title": "Segfault in matmul", "body": "", "url": "https://github.com/triton-lang/triton/issues/3",
                                    "createdAt": "2024-01-01T00:00:00Z", "comments": [], "state": "OPEN", "labels": []}]))
     out = tmp_path / "all.jsonl"
-    r = _run(["gh-json", export, "-o", out])
+    from classify.cli import app  # mounted as `classify fetch ...`
+
+    r = runner.invoke(app, ["fetch", "gh-json", str(export), "-o", str(out)])
     assert r.exit_code == 0, r.output
     sheet = tmp_path / "s.csv"
     sheet.write_text("Issue,Headline,Text\n7,Wrong result,fp16 output differs\n")
@@ -86,4 +88,4 @@ def test_gh_json_and_csv_commands(tmp_path):
     r = _run(["csv", sheet, "-o", out, "--map", "title"])
     assert r.exit_code == 2 and "FIELD=COLUMN" in r.output
     r = _run(["csv", sheet, "-o", out, "--map", "title=Nope"])
-    assert r.exit_code == 1 and "mapped columns not found" in r.stderr
+    assert r.exit_code == 2 and "mapped columns not found" in r.stderr

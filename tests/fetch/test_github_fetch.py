@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from conftest import FAST, N_ITEMS, PRS, TOKEN
+from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN
 from github_server import Fault, LocalGitHub
 
 from classify.ingest import FetchError, RateLimitError, RetryPolicy, fetch_issue_refs, fetch_repo_issues, write_fetched
@@ -157,8 +157,9 @@ def test_primary_limit_waits_for_reset(gh, make_client):
 
 
 def test_exhausted_budget_pauses_before_the_next_request(gh, make_client):
-    # A successful page with X-RateLimit-Remaining: 0: the next request must wait for the reset.
-    reset = int(time.time()) + 1
+    # A successful page with X-RateLimit-Remaining: 0: the next request must wait for the reset
+    # (2 s ahead, so the reset is still in the future when page 2 is served).
+    reset = int(time.time()) + 2
     gh.faults.append(Fault(page(2), None, headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}))
     client = make_client(gh)
     res = fetch_repo_issues(client, "triton-lang/triton", per_page=5)
