@@ -24,6 +24,12 @@ class State(str, Enum):
     all = "all"
 
 
+class Comments(str, Enum):
+    auto = "auto"
+    bulk = "bulk"
+    per_issue = "per-issue"
+
+
 class _EchoHandler(logging.Handler):
     # Resolves stderr at emit time (typer's test runner swaps streams per invocation).
     def emit(self, record: logging.LogRecord) -> None:
@@ -87,6 +93,9 @@ def github_cmd(
     cache_file: CacheFile = None,
     overwrite: Overwrite = False,
     skip_bot_comments: SkipBots = False,
+    comments: Annotated[
+        Comments, typer.Option(help="How to get comments: per issue, or the repository-wide listing (100 a request); auto picks the cheaper.")
+    ] = Comments.auto,
     max_attempts: MaxAttempts = 6,
     max_wait: MaxWait = 3900.0,
     quiet: Quiet = False,
@@ -109,7 +118,7 @@ def github_cmd(
         for r in repo:
             res = fetch_repo_issues(
                 client, r, state=state.value, since=since_iso, limit=limit, per_page=per_page,
-                skip_bot_comments=skip_bot_comments,
+                skip_bot_comments=skip_bot_comments, comments=comments.value,
                 progress=lambda n, prs, r=r: log.info("%s: %d issues so far (%d pull requests skipped)", r, n, prs),
             )
             typer.echo(f"{r}: {len(res.rows)} issues, {len(res.skipped_prs)} pull requests skipped", err=True)

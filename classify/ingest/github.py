@@ -53,6 +53,22 @@ def _row_for(client: GitHubClient, issue: dict, per_page: int, skip_bot_comments
     return rest_issue_to_row(issue, comments, skip_bot_comments=skip_bot_comments)
 
 
+def _pages(n: int, per_page: int) -> int:
+    return -(-n // per_page)
+
+
+def fetch_repo_comments(client: GitHubClient, owner: str, name: str, per_page: int = MAX_PER_PAGE) -> dict[int, list[dict]]:
+    """Every issue and PR comment of a repository, grouped by issue number (oldest first)."""
+    by_number: dict[int, list[dict]] = {}
+    params = {"sort": "created", "direction": "asc", "per_page": per_page}
+    for page in client.paginate(f"/repos/{owner}/{name}/issues/comments", params):
+        for c in page.data:
+            m = re.search(r"/issues/(\d+)$", c.get("issue_url") or "")
+            if m:
+                by_number.setdefault(int(m.group(1)), []).append(c)
+    return by_number
+
+
 def fetch_repo_issues(
     client: GitHubClient,
     repo: str,
@@ -62,15 +78,24 @@ def fetch_repo_issues(
     limit: int | None = None,
     per_page: int = MAX_PER_PAGE,
     skip_bot_comments: bool = False,
+    comments: str = "auto",
     progress: Callable[[int, int], None] | None = None,
 ) -> FetchResult:
     """All issues of `repo` (oldest first) with their comments; pull requests are skipped.
 
     `since` keeps issues *updated* at or after that time (GitHub's semantics), which is what a
-    refresh wants. `progress(issues_so_far, prs_skipped)` is called after every page.
+    refresh wants. `progress(issues_so_far, prs_skipped)` is called after every list page.
+
+    comments: "per-issue" asks each issue with comments for its thread; "bulk" pages through the
+    repository-wide comments endpoint (100 comments a request, PR comments included);
+    "auto" takes bulk when a full listing (state all, no since/limit) shows it needs fewer
+    requests, since the list gives every item's comment count. Any issue whose bulk comments
+    come up short (a capped listing, comments deleted meanwhile) is fetched per issue.
     """
     if state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if comments not in ("auto", "bulk", "per-issue"):
+        raise ValueError(f"comments must be auto, bulk or per-issue, got {comments!r}")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise ValueError(f"per_page must be 1..{MAX_PER_PAGE}, got {per_page}")
     owner, name = parse_repo(repo)
@@ -78,23 +103,45 @@ def fetch_repo_issues(
     if since:
         params["since"] = normalize_since(since)
     result = FetchResult(stats=client.stats)
-    seen: set[str] = set()
+    # An issue can appear twice if the listing shifts while we page; keep its later copy once.
+    issues: dict[int, dict] = {}
+    all_comments = 0  # comments on every listed item, pull requests included
+    complete = True
     for page in client.paginate(f"/repos/{owner}/{name}/issues", params):
-        for issue in page.data:
+        for item in page.data:
+            all_comments += item.get("comments") or 0
             # The issues endpoint lists pull requests too; they carry a `pull_request` key.
-            if "pull_request" in issue:
-                result.skipped_prs.append(issue.get("html_url", ""))
+            if "pull_request" in item:
+                result.skipped_prs.append(item.get("html_url", ""))
                 continue
-            row = _row_for(client, issue, per_page, skip_bot_comments)
-            # An issue edited while we paginate can show up on two pages: keep the later copy once.
-            if row["id"] in seen:
-                result.rows = [r for r in result.rows if r["id"] != row["id"]]
-            seen.add(row["id"])
-            result.rows.append(row)
-            if limit is not None and len(result.rows) >= limit:
-                return result
+            issues[item["number"]] = item
+            if limit is not None and len(issues) >= limit:
+                complete = False
+                break
         if progress:
-            progress(len(result.rows), len(result.skipped_prs))
+            progress(len(issues), len(result.skipped_prs))
+        if not complete:
+            break
+
+    per_issue_cost = sum(_pages(it.get("comments") or 0, per_page) for it in issues.values())
+    bulk_cost = _pages(all_comments, per_page)
+    full_listing = complete and state == "all" and not since
+    use_bulk = comments == "bulk" or (comments == "auto" and full_listing and bulk_cost < per_issue_cost)
+    bulk: dict[int, list[dict]] = {}
+    if use_bulk and per_issue_cost:
+        log.info("%s/%s: comments in bulk (%d requests instead of %d)", owner, name, bulk_cost, per_issue_cost)
+        bulk = fetch_repo_comments(client, owner, name, per_page)
+    for n, issue in issues.items():
+        want = issue.get("comments") or 0
+        if not want:
+            thread = []
+        elif use_bulk and len(bulk.get(n, [])) >= want:
+            thread = bulk[n]
+        else:
+            if use_bulk:
+                log.info("%s/%s#%d: %d of %d comments in bulk; fetching its thread", owner, name, n, len(bulk.get(n, [])), want)
+            thread = fetch_comments(client, owner, name, n, per_page)
+        result.rows.append(rest_issue_to_row(issue, thread, skip_bot_comments=skip_bot_comments))
     return result
 
 

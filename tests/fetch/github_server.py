@@ -173,6 +173,7 @@ class LocalGitHub:
         self.faults: list[Fault] = []
         self.log: list[Logged] = []
         self.remaining = 5000
+        self.bulk_page_cap: int | None = None  # last page served by the repository-wide comments listing
         self.reset = int(time.time()) + 3600
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -221,8 +222,8 @@ class LocalGitHub:
 
     def handle(self, path: str, query: dict[str, str], headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
         base = self.base_url
-        m = re.fullmatch(r"/(?:repos/([\w.-]+/[\w.-]+)|repositories/(\d+))/issues(?:/(\d+))?(/comments)?", path)
-        if not m:
+        m = re.fullmatch(r"/(?:repos/([\w.-]+/[\w.-]+)|repositories/(\d+))/issues(?:/(\d+|comments))?(/comments)?", path)
+        if not m or (m.group(3) == "comments" and m.group(4)):
             return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
         full, rid, number, comments = m.groups()
         if full and full.lower() in self.renames:
@@ -237,6 +238,8 @@ class LocalGitHub:
             return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
         if number is None:
             return self._list_issues(repo, query)
+        if number == "comments":
+            return self._repo_comments(repo, query)
         n = int(number)
         if n not in repo.items:
             return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
@@ -255,10 +258,23 @@ class LocalGitHub:
         items.sort(key=lambda it: (it[key], it["number"]), reverse=query.get("direction", "desc") == "desc")
         return self._paginate([repo.issue_json(self.base_url, it["number"]) for it in items], query, f"/repositories/{repo.id}/issues")
 
-    def _paginate(self, items: list, query: dict[str, str], link_path: str) -> tuple[int, dict[str, str], Any]:
+    def _repo_comments(self, repo: Repo, query: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+        """GET /repos/{o}/{n}/issues/comments: comments of all issues and PRs (default sort created asc)."""
+        rows = [(c, n) for n, cs in repo.comments.items() for c in cs]
+        if query.get("since"):
+            rows = [(c, n) for c, n in rows if c["created_at"] >= query["since"]]
+        rows.sort(key=lambda cn: (cn[0]["created_at"], cn[0]["id"]), reverse=query.get("direction", "asc") == "desc")
+        items = [repo.comment_json(self.base_url, n, c) for c, n in rows]
+        return self._paginate(items, query, f"/repositories/{repo.id}/issues/comments", cap=self.bulk_page_cap)
+
+    def _paginate(self, items: list, query: dict[str, str], link_path: str, cap: int | None = None) -> tuple[int, dict[str, str], Any]:
         per_page = min(int(query.get("per_page", 30)), 100)
         page = int(query.get("page", 1))
         last = max(1, -(-len(items) // per_page))
+        if cap:  # some GitHub listings stop paginating after a number of pages
+            last = min(last, cap)
+            if page > cap:
+                items = []
         chunk = items[(page - 1) * per_page : page * per_page]
 
         def link(p: int) -> str:
@@ -277,6 +293,8 @@ class LocalGitHub:
 def _make_handler(gh: LocalGitHub):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without this, Nagle + delayed ACK add ~40 ms each.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args) -> None:  # keep test output clean
             pass

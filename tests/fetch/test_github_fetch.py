@@ -75,6 +75,36 @@ def test_record_shape(gh, make_client, tmp_path):
         assert back.text().startswith("Issue 6: kernel fails")
 
 
+def test_bulk_comments_match_per_issue_threads_with_fewer_requests(gh, make_client):
+    repo = gh.repos["triton-lang/triton"]
+    for n in range(24, 60):  # many issues with a comment or two: bulk is cheaper
+        repo.add_issue(n, comments=[("u", f"first on {n}")] + ([("v", f"second on {n}")] if n % 2 else []))
+    per_issue = fetch_repo_issues(make_client(gh), "triton-lang/triton", comments="per-issue")
+    n_per_issue = len(gh.log)
+    gh.log.clear()
+    auto = fetch_repo_issues(make_client(gh), "triton-lang/triton")
+    assert auto.rows == per_issue.rows
+    paths = [r.path.split("?")[0] for r in gh.log]
+    assert sum(p.endswith("/issues/comments") for p in paths) == 1  # 15 + 54 comments, one page of 100
+    assert not any(re.search(r"/issues/\d+/comments$", p) for p in paths)
+    assert len(gh.log) == 2 and n_per_issue == 1 + 2 + 36
+    # A narrower listing cannot see every item's comment count: auto stays per issue.
+    gh.log.clear()
+    fetch_repo_issues(make_client(gh), "triton-lang/triton", state="open")
+    assert not any(r.path.split("?")[0].endswith("/issues/comments") for r in gh.log)
+
+
+def test_bulk_comments_cut_short_fall_back_per_issue(gh, make_client):
+    gh.bulk_page_cap = 1  # the repository-wide listing stops after one page of 5
+    res = fetch_repo_issues(make_client(gh), "triton-lang/triton", comments="bulk", per_page=5)
+    full = fetch_repo_issues(make_client(gh), "triton-lang/triton", comments="per-issue", per_page=5)
+    assert res.rows == full.rows
+    bulk_paths = [r.path for r in gh.log if r.path.split("?")[0].endswith("/issues/comments")]
+    assert len(bulk_paths) == 1
+    # Issue 3's first 5 comments came in bulk, so its thread (and 5's) was refetched per issue.
+    assert len(gh.requests_to("/issues/3/comments")) == 2 * 2
+
+
 def test_skip_bot_comments(gh, make_client):
     res = fetch_repo_issues(make_client(gh), "triton-lang/triton", skip_bot_comments=True)
     r5 = next(r for r in res.rows if r["number"] == 5)
@@ -107,7 +137,7 @@ def test_502_once_is_retried(gh, make_client):
 def test_dropped_connection_is_retried(gh, make_client):
     gh.faults.append(Fault("/issues/3/comments", drop=True))
     client = make_client(gh)
-    res = fetch_repo_issues(client, "triton-lang/triton")
+    res = fetch_repo_issues(client, "triton-lang/triton", comments="per-issue")
     assert "comment 6 on issue 3" in next(r for r in res.rows if r["number"] == 3)["discussion"]
     assert client.stats.retries == 1
     assert [r.status for r in gh.requests_to("/issues/3/comments")][:2] == [-1, 200]
