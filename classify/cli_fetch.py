@@ -113,22 +113,22 @@ def github_cmd(
         client = _client(base_url, cache, cache_file, output, max_attempts, max_wait)
     except (CacheError, FetchError) as e:
         _fail(e)
-    rows = []
     try:
-        for r in repo:
+        # Written after each repository: a later failure (e.g. a rate limit too long to wait
+        # for) keeps what came before; pages already fetched stay in the ETag cache.
+        for i, r in enumerate(repo):
             res = fetch_repo_issues(
                 client, r, state=state.value, since=since_iso, limit=limit, per_page=per_page,
                 skip_bot_comments=skip_bot_comments, comments=comments.value,
                 progress=lambda n, prs, r=r: log.info("%s: %d issues so far (%d pull requests skipped)", r, n, prs),
             )
-            typer.echo(f"{r}: {len(res.rows)} issues, {len(res.skipped_prs)} pull requests skipped", err=True)
-            rows.extend(res.rows)
-        summary = write_fetched(output, rows, overwrite=overwrite)
+            summary = write_fetched(output, res.rows, overwrite=overwrite and i == 0)
+            typer.echo(f"{r}: {len(res.rows)} issues, {len(res.skipped_prs)} pull requests skipped; {summary}", err=True)
     except (FetchError, RecordsError, RefError, ValueError) as e:
         _fail(e)
     finally:
         _close(client)
-    typer.echo(f"{client.stats.summary()}\n{summary}", err=True)
+    typer.echo(client.stats.summary(), err=True)
 
 
 @fetch_app.command("urls")

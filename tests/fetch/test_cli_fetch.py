@@ -89,3 +89,15 @@ def test_gh_json_and_csv_commands(tmp_path):
     assert r.exit_code == 2 and "FIELD=COLUMN" in r.output
     r = _run(["csv", sheet, "-o", out, "--map", "title=Nope"])
     assert r.exit_code == 2 and "mapped columns not found" in r.stderr
+
+
+def test_github_command_keeps_earlier_repositories_when_a_later_one_fails(gh, tmp_path):
+    other = gh.add_repo("NVIDIA/cutlass")
+    other.add_issue(1, "CUTLASS build fails")
+    out = tmp_path / "o.parquet"
+    r = _run(["github", "-r", "NVIDIA/cutlass", "-r", "nobody/missing", "-o", out, "--base-url", gh.base_url])
+    assert r.exit_code == 2 and "nobody/missing" in r.stderr and "404" in r.stderr
+    assert [x.id for x in read_records(out)] == ["cutlass-1"]
+    r = _run(["github", "-r", "triton-lang/triton", "-r", "NVIDIA/cutlass", "-o", out, "--base-url", gh.base_url, "--overwrite", "-q"])
+    assert r.exit_code == 0, r.output
+    assert len(read_records(out)) == N_ISSUES + 1  # --overwrite replaces the file once, then merges
