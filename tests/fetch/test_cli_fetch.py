@@ -101,3 +101,26 @@ def test_github_command_keeps_earlier_repositories_when_a_later_one_fails(gh, tm
     r = _run(["github", "-r", "triton-lang/triton", "-r", "NVIDIA/cutlass", "-o", out, "--base-url", gh.base_url, "--overwrite", "-q"])
     assert r.exit_code == 0, r.output
     assert len(read_records(out)) == N_ISSUES + 1  # --overwrite replaces the file once, then merges
+
+
+def test_gold_sheet_of_urls_and_labels_becomes_a_gold_set(gh, tmp_path):
+    from classify.gold import load_gold
+    from classify.paths import DEFAULT_GOLD
+    from classify.records import read_rows
+    from classify.taxonomy import load_taxonomy
+
+    # Labels taken from the shipped gold set, so they are valid codes of the taxonomy.
+    coded = [r for r in read_rows(DEFAULT_GOLD) if r["root_cause"]][:2] + [r for r in read_rows(DEFAULT_GOLD) if not r["root_cause"]][:1]
+    sheet = tmp_path / "sheet.csv"
+    lines = ["URL,symptom,root_cause"] + [
+        f"https://github.com/triton-lang/triton/issues/{n},{r['symptom']},{r['root_cause'] or ''}" for n, r in zip((1, 2, 3), coded)
+    ]
+    sheet.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "gold.jsonl"
+    r = _run(["urls", "--from", sheet, "--url-column", "URL", "-o", out, "--base-url", gh.base_url])
+    assert r.exit_code == 0, r.output
+    gold = load_gold(out, load_taxonomy())
+    assert gold.ids == ["triton-1", "triton-2", "triton-3"]
+    assert gold.labels["symptom"] == [x["symptom"] for x in coded]
+    assert gold.labels["root_cause"] == [x["root_cause"] for x in coded]  # empty cell = no label
+    assert "comment 0 on issue 3" in gold.records[2].discussion
