@@ -1,12 +1,17 @@
-"""Shared test data for the fetch tests: a token, fast retry bounds, a populated repository."""
+"""Shared by the fetch tests: a token, fast retry bounds, a populated repository, and fixtures.
+
+Not a conftest.py: the suite's tests import helpers with `from conftest import ...`, and a second
+conftest module would shadow the top-level one. Test modules import the fixtures they use.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from github_server import T0, Repo
+import pytest
+from github_server import T0, LocalGitHub, Repo
 
-from classify.ingest import RetryPolicy
+from classify.ingest import GitHubClient, ResponseCache, RetryPolicy
 
 TOKEN = "ghp_TESTtoken0123456789abcdefSECRET"
 # Real runs wait a minute on secondary limits and back off for seconds; tests keep it short.
@@ -35,3 +40,27 @@ def populate(repo: Repo) -> Repo:
         repo.add_issue(n, **kw)
     repo.add_comment(5, "github-actions[bot]", "This issue is stale.", when=T0 + timedelta(days=60), bot=True)
     return repo
+
+
+@pytest.fixture
+def gh():
+    with LocalGitHub(token=TOKEN) as server:
+        populate(server.add_repo("triton-lang/triton"))
+        yield server
+
+
+@pytest.fixture
+def make_client(tmp_path):
+    clients = []
+
+    def make(server: LocalGitHub, cache: str | None = None, token: str | None = TOKEN, policy: RetryPolicy = FAST) -> GitHubClient:
+        store = ResponseCache(tmp_path / cache) if cache else None
+        c = GitHubClient(token=token, base_url=server.base_url, cache=store, policy=policy)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+        if c.cache is not None:
+            c.cache.close()

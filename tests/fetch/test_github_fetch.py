@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN
+from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (fixtures)
 from github_server import Fault, LocalGitHub
 
 from classify.ingest import FetchError, RateLimitError, RetryPolicy, fetch_issue_refs, fetch_repo_issues, write_fetched
