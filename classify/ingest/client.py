@@ -196,6 +196,15 @@ class GitHubClient:
             if cached is None:
                 raise FetchError(f"GET {url}: 304 Not Modified without a conditional request", 304)
             self.stats.not_modified += 1
+            if "link" in r.headers:
+                nxt = r.links.get("next", {}).get("url")
+                if nxt != cached.next_url and self.cache is not None:
+                    self.cache.put(url, cached.etag, cached.data, nxt)
+                return Page(cached.data, nxt, True)
+            if cached.next_url is None and _full_page(url, cached.data):
+                # The ETag covers the body only: a full last page stays 304 when new items start
+                # a next page. Without a Link header to tell, ask for it in full once.
+                return self._get_once(url, None)
             return Page(cached.data, cached.next_url, True)
         if r.status_code == 200:
             try:
@@ -300,6 +309,11 @@ class GitHubClient:
             410: " (the issue was deleted)",
         }.get(r.status_code, "")
         return self.redact(f"GET {url}: HTTP {r.status_code}{': ' + msg if msg else ''}{hint}")
+
+
+def _full_page(url: str, data: Any) -> bool:
+    per_page = httpx.URL(url).params.get("per_page") or "30"  # GitHub's default page size
+    return isinstance(data, list) and per_page.isdigit() and len(data) >= int(per_page)
 
 
 def _message(r: httpx.Response) -> str:

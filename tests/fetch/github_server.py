@@ -173,6 +173,7 @@ class LocalGitHub:
         self.faults: list[Fault] = []
         self.log: list[Logged] = []
         self.remaining = 5000
+        self.link_on_304 = True  # whether 304 answers repeat the Link header
         self.bulk_page_cap: int | None = None  # last page served by the repository-wide comments listing
         self.reset = int(time.time()) + 3600
         self._lock = threading.Lock()
@@ -351,11 +352,15 @@ def _make_handler(gh: LocalGitHub):
             hdrs.update({k.lower(): v for k, v in headers.items()})
             entry.status = status
             self.send_response(status)
-            for k, v in hdrs.items():
-                self.send_header(k, v)
             if status == 304:
+                if not gh.link_on_304:
+                    hdrs.pop("link", None)
+                for k, v in hdrs.items():
+                    self.send_header(k, v)
                 self.end_headers()
                 return
+            for k, v in hdrs.items():
+                self.send_header(k, v)
             self.send_header("content-type", ctype)
             self.send_header("content-length", str(len(payload)))
             self.end_headers()

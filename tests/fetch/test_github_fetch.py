@@ -245,6 +245,21 @@ def test_etag_refresh_costs_304s_and_reuses_stored_data(gh, make_client):
     assert third.stats.not_modified == third.stats.requests - 2
 
 
+@pytest.mark.parametrize("link_on_304", [True, False])
+def test_refresh_finds_items_past_a_full_last_page(gh, make_client, link_on_304):
+    # 23 items at 23 a page: the only page is full. A new issue starts page 2 while page 1's
+    # body (and ETag) stays the same, so only the Link header can tell there is more.
+    gh.link_on_304 = link_on_304
+    fetch_repo_issues(make_client(gh, cache="etags.sqlite"), "triton-lang/triton", per_page=23, comments="per-issue")
+    gh.repos["triton-lang/triton"].add_issue(24, "A new one")
+    n = len(gh.log)
+    res = fetch_repo_issues(make_client(gh, cache="etags.sqlite"), "triton-lang/triton", per_page=23, comments="per-issue")
+    assert _numbers(res.rows) == ISSUES + [24]
+    first_page = [r.status for r in gh.log[n:] if r.path.split("?")[0].endswith("/issues") and "page=" not in r.path.replace("per_page", "")]
+    # With the Link header on the 304 no full request is needed; without it, page 1 is asked again.
+    assert first_page == ([304] if link_on_304 else [304, 200])
+
+
 def test_token_is_sent_but_never_leaked(gh, make_client, tmp_path):
     client = make_client(gh, cache="etags.sqlite")
     res = fetch_repo_issues(client, "triton-lang/triton")
