@@ -131,7 +131,9 @@ def fetch_repo_issues(
     if use_bulk and per_issue_cost:
         log.info("%s/%s: comments in bulk (%d requests instead of %d)", owner, name, bulk_cost, per_issue_cost)
         bulk = fetch_repo_comments(client, owner, name, per_page)
-    for n, issue in issues.items():
+    for i, (n, issue) in enumerate(issues.items(), 1):
+        if i % 200 == 0:
+            log.info("%s/%s: comments for %d of %d issues", owner, name, i, len(issues))
         want = issue.get("comments") or 0
         if not want:
             thread = []
