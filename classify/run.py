@@ -111,18 +111,23 @@ def label_records(
         part,
         json.dumps({"signature": signature}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
     )
-    if todo and hasattr(clf, "prepare") and screen is None:
-        clf.prepare(todo, progress=prepare_progress)
+    # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
+    # encoding pass pads little, and checkpoints still follow every few hundred records.
+    block = 4 * chunk_size
     with part.open("a", encoding="utf-8") as f:
-        for start in range(0, len(todo), chunk_size):
-            chunk = todo[start : start + chunk_size]
-            rows = _label_chunk(clf, chunk, provenance, screen)
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            if progress:
-                progress(len(chunk))
+        for bstart in range(0, len(todo), block):
+            todo_block = todo[bstart : bstart + block]
+            if hasattr(clf, "prepare") and screen is None:
+                clf.prepare(todo_block, progress=prepare_progress)
+            for start in range(0, len(todo_block), chunk_size):
+                chunk = todo_block[start : start + chunk_size]
+                rows = _label_chunk(clf, chunk, provenance, screen)
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+                if progress:
+                    progress(len(chunk))
     all_rows = {r["id"]: r for r in done_rows}
     with part.open(encoding="utf-8") as f:
         next(f)

@@ -113,15 +113,16 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, gold_rows):
     write_jsonl(inp, rows)
     out = tmp_path / "out.jsonl"
     cmd = [sys.executable, "-m", "classify.cli", "run", "--model", "embed-logreg", "--input", str(inp),
-           "--out", str(out), "--chunk-size", "32"]
+           "--out", str(out), "--chunk-size", "16"]
     env = {**os.environ}
     part = tmp_path / "out.jsonl.partial.jsonl"
     p = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline:
+        # Encoding goes in blocks of 4 chunks (64 records): past one block, the next is in flight.
         if part.exists() and len(part.read_text().splitlines()) > 1 + 64:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert not out.exists(), "run finished before it could be killed; test needs more records"
