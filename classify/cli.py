@@ -22,6 +22,15 @@ app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
 app.add_typer(fetch_app, name="fetch")
 
+
+def _mount_review() -> None:
+    from classify.review.cli import review_app
+
+    app.add_typer(review_app, name="review")
+
+
+_mount_review()
+
 # Logs and CI are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -200,6 +209,21 @@ def _print_metrics(metrics: dict, spec: str, out_dir: Path | None):
         console.print(f"report: {out_dir}/report.md")
 
 
+def _print_comparison(c: dict):
+    p = c["previous"]
+    t = Table(title=f"kappa vs {c['previous_run']} ({p.get('model')}, {p.get('taxonomy')}, gold {p.get('gold_hash')})")
+    for col in ("dimension", "kappa now", "n", "kappa before", "n", "change"):
+        t.add_column(col)
+    for name, r in c["dimensions"].items():
+        before = f"{r['previous_kappa']:.3f}" if "previous_kappa" in r else "-"
+        t.add_row(name, f"{r['kappa']:.3f}", str(r["n"]), before, str(r.get("previous_n", "-")),
+                  f"{r['delta']:+.3f}" if "delta" in r else "-")
+    console.print(t)
+    changed = ", ".join(f"{d} {n}" for d, n in c.get("gold_labels_changed", {}).items()) or "none"
+    console.print(f"same taxonomy: {c['same_taxonomy']}, same gold: {c['same_gold']}, same model: {c['same_model']}; "
+                  f"gold labels changed on shared items: {changed}", highlight=False)
+
+
 @app.command("eval")
 def eval_cmd(
     model: str = ModelOpt,
@@ -216,14 +240,21 @@ def eval_cmd(
     no_discussion: bool = NoDiscOpt,
     batch_size: int = BatchOpt,
     opt: list[str] = OptOpt,
+    compare: Optional[Path] = typer.Option(None, "--compare", help="An earlier run folder (evals/<run>): report kappa then, now and the change."),
 ):
     """Cross-validated agreement with gold (or --test FILE) -> evals/<timestamp>-<model>/."""
     from classify.evaluate import compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
     from classify.models import ModelSpecError
+    from classify.compare import CompareError, load_run_metrics
     from classify.report import write_eval
 
     if task not in ("labels", "screening"):
         _fail(f"--task must be labels or screening, not {task!r}")
+    if compare is not None:
+        try:
+            load_run_metrics(compare)  # fail before spending minutes on the evaluation
+        except CompareError as e:
+            _fail(str(e))
     tax, g = _task_gold(task, taxonomy, gold)
     options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
     try:
@@ -239,8 +270,17 @@ def eval_cmd(
     except (ModelSpecError, ValueError) as e:
         _fail(str(e))
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
+    if compare is not None:
+        from classify.compare import compare_metrics
+
+        new_meta = {"model": model, "taxonomy_fingerprint": res.gold.taxonomy.fingerprint(), "gold_hash": res.gold.hash}
+        new_gold = {r.id: {d: res.gold.labels[d][i] for d in res.gold.taxonomy.dimension_ids}
+                    for i, r in enumerate(res.gold.records)}
+        metrics["comparison"] = compare_metrics(metrics, new_meta, compare, new_gold)
     out = write_eval(res, metrics, out_dir)
     _print_metrics(metrics, model, out)
+    if compare is not None:
+        _print_comparison(metrics["comparison"])
 
 
 @app.command("run")

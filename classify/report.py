@@ -123,6 +123,12 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         "Coders' kappa is the agreement between the gold set's two independent coding passes on the items "
         "both labeled; it is what the model is compared with, not a ceiling it must stay under.",
         "",
+    ]
+    if doc.get("comparison"):
+        from classify.compare import render_comparison
+
+        lines += render_comparison(doc["comparison"])
+    lines += [
         "## Selective labeling",
         "",
         "Agreement on the x% most confident predictions: how much could be auto-labeled at a given agreement.",

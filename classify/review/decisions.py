@@ -1,0 +1,132 @@
+"""The decisions file: read it, append to it, and check it against its queue and taxonomy.
+
+A decisions file is only trusted whole: one malformed row, one id no longer in the queue, one
+unknown label, and it is rejected with every problem listed, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from classify.records import atomic_write_text
+from classify.review.proposals import ProposalError, apply_changes, collect_changes, new_category_ids
+from classify.review.schema import Decision, Queue, validation_message
+from classify.taxonomy import Taxonomy
+
+
+class DecisionsError(ValueError):
+    """A decisions file is malformed, stale (made for another queue or gold) or inconsistent."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def read_decisions(path: str | Path, drop_torn_tail: bool = False) -> tuple[list[Decision], bool]:
+    """All decisions in file order, and whether a torn last line was dropped.
+
+    A line cut short by a kill mid-write (the last line, no newline after it) is dropped only when
+    `drop_torn_tail` (the interactive session resuming); everywhere else it is an error.
+    """
+    path = Path(path)
+    if not path.exists():
+        return [], False
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    torn = False
+    problems, out = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        last = n == len(lines)  # no newline after it
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            if last and drop_torn_tail:
+                torn = True
+                continue
+            problems.append(f"line {n}: not JSON ({e.msg})")
+            continue
+        try:
+            out.append(Decision.model_validate(obj))
+        except ValidationError as e:
+            problems.append(f"line {n}: {validation_message(e)}")
+    if problems:
+        raise DecisionsError(f"{path}: {len(problems)} malformed decision rows: " + "; ".join(problems[:10])
+                             + (f"; ... (+{len(problems) - 10} more)" if len(problems) > 10 else ""))
+    return out, torn
+
+
+def write_decisions(path: str | Path, decisions: list[Decision]) -> None:
+    atomic_write_text(path, "".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions))
+
+
+def append_decision(path: str | Path, d: Decision) -> None:
+    """One line, flushed and fsynced: a session killed after this returns loses nothing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(d.model_dump_json(exclude_none=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def effective(decisions: list[Decision], queue: Queue) -> list[Decision]:
+    """The last decision per item, in queue order."""
+    last = {d.key: d for d in decisions}
+    return [last[it.key] for it in queue.items if it.key in last]
+
+
+def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy, source: str = "decisions") -> list[Decision]:
+    """Validate against the queue and taxonomy; return the effective decisions or raise listing all problems."""
+    index = queue.index()
+    problems: list[str] = []
+    stale = [d for d in decisions if d.key not in index]
+    if stale:
+        problems.append(f"{len(stale)} decisions are for items not in this queue (stale file, or made for another "
+                        f"queue): {', '.join(f'{d.id}/{d.dimension}' for d in stale[:10])}")
+    new_ids = new_category_ids(decisions)
+    for d in decisions:
+        it = index.get(d.key)
+        if it is None:
+            continue
+        where = f"{d.id}/{d.dimension}"
+        if d.gold != it.gold:
+            problems.append(f"{where}: decided when gold said {d.gold!r}, the queue shows {it.gold!r} (stale)")
+        if d.dimension not in taxonomy.dimensions:
+            problems.append(f"{where}: unknown dimension {d.dimension!r}")
+            continue
+        if d.label is not None:
+            known = set(taxonomy.dimensions[d.dimension].ids) | new_ids.get(d.dimension, set())
+            if d.label not in known:
+                problems.append(f"{where}: unknown {d.dimension} label {d.label!r} (not in {taxonomy.label} "
+                                f"and not created by a proposal)")
+        if d.action == "keep" and not it.in_gold:
+            problems.append(f"{where}: keep gold on an item that has no gold label (use set or accept)")
+        if d.action == "accept" and d.label not in it.model_labels():
+            problems.append(f"{where}: accepted label {d.label!r} is not one a model gave "
+                            f"({', '.join(it.model_labels()) or 'none'}); use set for a label of your own")
+        if d.proposal is not None and d.proposal.dimension not in taxonomy.dimensions:
+            problems.append(f"{where}: proposal for unknown dimension {d.proposal.dimension!r}")
+    eff = effective(decisions, queue)
+    if not problems:
+        try:
+            apply_changes(taxonomy, collect_changes(eff))  # dry run: the proposals must fit the codebook
+        except ProposalError as e:
+            problems.append(str(e))
+    if problems:
+        raise DecisionsError(f"{source}: rejected, nothing changed. {len(problems)} problem(s): " + "; ".join(problems[:15])
+                             + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else ""))
+    return eff
+
+
+def load_decisions(path: str | Path, queue: Queue, taxonomy: Taxonomy) -> list[Decision]:
+    decisions, _ = read_decisions(path)
+    if not decisions:
+        raise DecisionsError(f"{path}: no decisions (file missing or empty)")
+    return check_decisions(decisions, queue, taxonomy, str(path))

@@ -1,0 +1,331 @@
+"""Build the review queue: the items where a human decision would teach the most.
+
+Sources, each adding a reason to an (issue id, dimension) item:
+- eval runs (evals/<run>/predictions.jsonl): a model's out-of-fold label differs from gold;
+- the same runs' out-of-fold probabilities, through cleanlab's find_label_issues: gold labels
+  that look wrong given what the model learned from the other folds;
+- `classify run` outputs on unlabeled data: two runs disagree, or a label's confidence is low;
+- coders' notes (adjudication notes with `CODEBOOK:` proposals) that ask for a codebook change.
+
+Order: an item's score is its strongest reason's weight (a confident disagreement weighs its
+confidence; a likely mislabel 1 - p(gold label)), plus a bonus for independent reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from classify.gold import GoldSet
+from classify.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
+from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason
+
+CODEBOOK_WEIGHT = 0.3  # a coder's note asks a codebook question; no model evidence behind it
+EXTRA_KIND_BONUS = 0.25  # an item flagged for two different kinds of reason is worth more
+EXTRA_SOURCE_BONUS = 0.05
+
+
+@dataclass
+class EvalRun:
+    path: Path
+    meta: dict
+    rows: list[dict]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def load_eval_run(path: str | Path) -> EvalRun:
+    path = Path(path)
+    mfile, pfile = path / "metrics.json", path / "predictions.jsonl"
+    for f in (mfile, pfile):
+        if not f.exists():
+            raise QueueError(f"{path}: not an eval run folder ({f.name} missing)")
+    try:
+        meta = json.loads(mfile.read_text(encoding="utf-8"))["meta"]
+        rows = read_rows(pfile)
+    except (json.JSONDecodeError, KeyError, RecordsError) as e:
+        raise QueueError(f"{path}: cannot read the eval run: {e}") from e
+    return EvalRun(path, meta, rows)
+
+
+def _check_eval_matches(run: EvalRun, gold: GoldSet) -> None:
+    tax = gold.taxonomy
+    fp = run.meta.get("taxonomy_fingerprint")
+    if run.meta.get("taxonomy") != tax.label or (fp and fp != tax.fingerprint()):
+        raise QueueError(
+            f"{run.path}: evaluated against taxonomy {run.meta.get('taxonomy')} ({fp}), "
+            f"but the queue uses {tax.label} ({tax.fingerprint()}); pass the run's --taxonomy or evaluate again"
+        )
+    if run.meta.get("gold_hash") != gold.hash:
+        raise QueueError(
+            f"{run.path}: evaluated on gold {run.meta.get('gold')} (hash {run.meta.get('gold_hash')}), "
+            f"but the gold given has hash {gold.hash}; pass the run's --gold or evaluate again"
+        )
+    unknown = sorted({str(r.get("id")) for r in run.rows} - set(gold.ids))
+    if unknown:
+        raise QueueError(f"{run.path}: {len(unknown)} predicted ids are not in the gold set: {unknown[:10]}")
+
+
+def _fmt(c: float | None) -> str:
+    return "?" if c is None else f"{c:.2f}"
+
+
+def _eval_views(run: EvalRun, gold: GoldSet, dims: list[str], views, reasons) -> None:
+    pos = {rid: i for i, rid in enumerate(gold.ids)}
+    model = str(run.meta.get("model", run.name))
+    for row in run.rows:
+        rid = str(row["id"])
+        for d in dims:
+            g = gold.labels[d][pos[rid]]
+            label = row.get(d)
+            conf = row.get(f"{d}_confidence")
+            proba = row.get(f"{d}_proba") or None
+            views[(rid, d)].append(ModelView(
+                source=run.name, model=model, label=label, confidence=conf,
+                rationale=row.get(f"{d}_rationale"),
+                p_gold=(float(proba.get(g, 0.0)) if proba and g is not None else None),
+                status=row.get(f"{d}_status") or "ok",
+            ))
+            if g is not None and label is not None and label != g:
+                reasons[(rid, d)].append(Reason(
+                    kind="model_disagrees", source=run.name, weight=float(conf) if conf is not None else 0.5,
+                    detail=f"{model} says {label} ({_fmt(conf)}), gold says {g}",
+                ))
+
+
+def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> int:
+    """Gold labels cleanlab flags as likely wrong from the run's out-of-fold probabilities."""
+    from cleanlab.filter import find_label_issues
+
+    pos = {rid: i for i, rid in enumerate(gold.ids)}
+    model = str(run.meta.get("model", run.name))
+    n_flagged = 0
+    for d in dims:
+        classes = gold.taxonomy.dimensions[d].ids
+        ids, labels, probs = [], [], []
+        for row in run.rows:
+            g = gold.labels[d][pos[str(row["id"])]]
+            proba = row.get(f"{d}_proba")
+            if g is None or not isinstance(proba, dict):
+                continue
+            p = np.array([float(proba.get(c, 0.0)) for c in classes])
+            if p.sum() <= 0:
+                continue
+            ids.append(str(row["id"]))
+            labels.append(classes.index(g))
+            probs.append(p / p.sum())
+        if len(ids) < 10 or len(set(labels)) < 2:
+            continue  # too little for cleanlab's per-class noise estimates
+        P = np.vstack(probs)
+        flagged = find_label_issues(np.array(labels), P, filter_by="prune_by_noise_rate",
+                                    return_indices_ranked_by="self_confidence", n_jobs=1)
+        for i in flagged:
+            q = float(P[i, labels[i]])
+            best = classes[int(P[i].argmax())]
+            reasons[(ids[i], d)].append(Reason(
+                kind="likely_mislabeled", source=f"cleanlab:{run.name}", weight=1.0 - q,
+                detail=f"cleanlab (on {model}'s out-of-fold probabilities): p(gold {classes[labels[i]]}) = {q:.2f}, "
+                       f"most likely {best} ({P[i].max():.2f})",
+            ))
+            n_flagged += 1
+    return n_flagged
+
+
+def _load_label_run(path: Path, taxonomy_label: str) -> list[dict]:
+    try:
+        rows = read_rows(path)
+    except RecordsError as e:
+        raise QueueError(str(e)) from e
+    other = sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy") not in (None, taxonomy_label)})
+    if other:
+        raise QueueError(f"{path}: labeled with taxonomy {', '.join(other)}, but the queue uses {taxonomy_label}")
+    if any(not r.get("id") for r in rows):
+        raise QueueError(f"{path}: rows without id")
+    return rows
+
+
+def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence: float) -> None:
+    by_run: dict[str, dict[str, dict]] = {name: {str(r["id"]): r for r in rows} for name, rows in runs.items()}
+    for name, rows in by_run.items():
+        for rid, row in rows.items():
+            model = str(row.get("model") or name)
+            for d in dims:
+                if d not in row:
+                    continue
+                label, conf = row.get(d), row.get(f"{d}_confidence")
+                status = row.get(f"{d}_status") or "ok"
+                views[(rid, d)].append(ModelView(source=name, model=model, label=label, confidence=conf,
+                                                 rationale=row.get(f"{d}_rationale"), status=status))
+                if label is None and status != "ok":
+                    reasons[(rid, d)].append(Reason(kind="low_confidence", source=name, weight=0.5,
+                                                    detail=f"{model} gave no valid {d} label ({status})"))
+                elif label is not None and conf is not None and conf < min_confidence:
+                    reasons[(rid, d)].append(Reason(
+                        kind="low_confidence", source=name, weight=0.5 * (1.0 - float(conf)),
+                        detail=f"{model} says {label} with confidence {conf:.2f} < {min_confidence}"))
+    names = list(by_run)
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            ra, rb = by_run[names[a]], by_run[names[b]]
+            for rid in sorted(set(ra) & set(rb)):
+                for d in dims:
+                    la, lb = ra[rid].get(d), rb[rid].get(d)
+                    if la is None or lb is None or la == lb:
+                        continue
+                    ca, cb = ra[rid].get(f"{d}_confidence"), rb[rid].get(f"{d}_confidence")
+                    w = min(c if c is not None else 0.5 for c in (ca, cb))
+                    ma, mb = ra[rid].get("model") or names[a], rb[rid].get("model") or names[b]
+                    reasons[(rid, d)].append(Reason(
+                        kind="models_disagree", source=f"{names[a]} vs {names[b]}", weight=float(w),
+                        detail=f"{ma} says {la} ({_fmt(ca)}), {mb} says {lb} ({_fmt(cb)})"))
+
+
+def codebook_part(note: str | None) -> str | None:
+    if not note or "CODEBOOK:" not in note:
+        return None
+    return note.split("CODEBOOK:", 1)[1].strip()
+
+
+def note_dimensions(text: str, taxonomy) -> list[str]:
+    """Dimensions a codebook proposal concerns: those it names, or whose categories it names."""
+    out = []
+    for d, dim in taxonomy.dimensions.items():
+        names = [d] + dim.ids
+        if any(re.search(rf"(?<![a-z_]){re.escape(n)}(?![a-z_])", text) for n in names):
+            out.append(d)
+    return out
+
+
+def _note_reasons(path: Path, gold: GoldSet, dims, reasons) -> int:
+    try:
+        rows = read_rows(path)
+    except RecordsError as e:
+        raise QueueError(str(e)) from e
+    in_gold = set(gold.ids)
+    n = 0
+    for row in rows:
+        rid = str(row.get("id"))
+        text = codebook_part(row.get("note") or row.get("adjudication_note"))
+        if rid not in in_gold or not text:
+            continue  # notes on threads that are not failure reports have no gold item to review
+        for d in note_dimensions(text, gold.taxonomy):
+            if d in dims:
+                reasons[(rid, d)].append(Reason(kind="codebook_note", source=path.name, weight=CODEBOOK_WEIGHT,
+                                                detail=text))
+                n += 1
+    return n
+
+
+def score(reasons: list[Reason]) -> float:
+    kinds = {r.kind for r in reasons}
+    return round(max(r.weight for r in reasons) + EXTRA_KIND_BONUS * (len(kinds) - 1)
+                 + EXTRA_SOURCE_BONUS * (len(reasons) - len(kinds)), 4)
+
+
+def record_view(r: Record) -> dict:
+    return {k: getattr(r, k) for k in CORE_FIELDS}
+
+
+def build_queue(
+    gold: GoldSet,
+    evals: list[Path] = (),
+    runs: list[Path] = (),
+    inputs: list[Path] = (),
+    notes: Path | None = None,
+    dimensions: list[str] | None = None,
+    min_confidence: float = 0.5,
+    use_cleanlab: bool = True,
+    max_items: int | None = None,
+) -> tuple[Queue, dict[str, int]]:
+    """The queue and the number of reasons of each kind (for the summary line)."""
+    tax = gold.taxonomy
+    dims = dimensions or tax.dimension_ids
+    for d in dims:
+        if d not in tax.dimensions:
+            raise QueueError(f"unknown dimension {d!r} (taxonomy {tax.label} has {tax.dimension_ids})")
+    if not (evals or runs or notes):
+        raise QueueError("nothing to review: give at least one --eval run, --labels file or --notes file")
+    views: dict[tuple[str, str], list[ModelView]] = defaultdict(list)
+    reasons: dict[tuple[str, str], list[Reason]] = defaultdict(list)
+    sources: list[dict] = []
+
+    for p in evals:
+        run = load_eval_run(p)
+        _check_eval_matches(run, gold)
+        _eval_views(run, gold, dims, views, reasons)
+        n_cl = _cleanlab_reasons(run, gold, dims, reasons) if use_cleanlab else 0
+        sources.append({"kind": "eval", "path": str(Path(p).resolve()), "model": run.meta.get("model"),
+                        "created_at": run.meta.get("created_at"), "cleanlab_flags": n_cl})
+
+    records: dict[str, Record] = {r.id: r for r in gold.records}
+    if runs:
+        for p in inputs:
+            try:
+                for r in read_records(p):
+                    records.setdefault(r.id, r)
+            except RecordsError as e:
+                raise QueueError(str(e)) from e
+        loaded = {}
+        for p in runs:
+            name = Path(p).name if Path(p).name not in loaded else str(p)
+            loaded[name] = _load_label_run(Path(p), tax.label)
+            missing = sorted({str(r["id"]) for r in loaded[name]} - set(records))
+            if missing:
+                raise QueueError(f"{p}: {len(missing)} labeled ids have no text in the gold set or --input files "
+                                 f"({', '.join(map(str, inputs)) or 'none given'}): {missing[:10]}")
+            sources.append({"kind": "labels", "path": str(Path(p).resolve()),
+                            "models": sorted({str(r.get("model")) for r in loaded[name]})})
+        _run_views(loaded, dims, views, reasons, min_confidence)
+
+    if notes:
+        _note_reasons(Path(notes), gold, dims, reasons)
+        sources.append({"kind": "notes", "path": str(Path(notes).resolve())})
+
+    pos = {rid: i for i, rid in enumerate(gold.ids)}
+    items = []
+    for (rid, d), rs in reasons.items():
+        i = pos.get(rid)
+        rec = records[rid]
+        items.append(QueueItem(
+            id=rid, dimension=d, in_gold=i is not None,
+            gold=gold.labels[d][i] if i is not None else None,
+            coders={c: gold.coders[c][d][i] for c in gold.coders} if i is not None else {},
+            adjudication_note=(rec.fields.get("adjudication_note") if i is not None else None),
+            reasons=rs, models=views.get((rid, d), []), score=score(rs), record=record_view(rec),
+        ))
+    counts = dict(Counter(r.kind for rs in reasons.values() for r in rs))
+    items.sort(key=lambda it: (-it.score, it.id, it.dimension))
+    if max_items is not None:
+        items = items[:max_items]
+    meta = QueueMeta(
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        taxonomy=tax.label, taxonomy_path=str(tax.path.resolve()) if tax.path else "",
+        taxonomy_fingerprint=tax.fingerprint(),
+        gold_path=str(gold.path.resolve()) if gold.path else "", gold_hash=gold.hash,
+        sources=sources,
+        params={"dimensions": dims, "min_confidence": min_confidence, "cleanlab": use_cleanlab, "max_items": max_items},
+    )
+    return Queue(meta=meta, items=items), counts
+
+
+def check_queue_matches(queue: Queue, gold: GoldSet) -> None:
+    """A queue is only valid for the gold content and taxonomy it was built from."""
+    tax = gold.taxonomy
+    if queue.meta.taxonomy_fingerprint != tax.fingerprint():
+        raise QueueError(
+            f"the queue was built with taxonomy {queue.meta.taxonomy} ({queue.meta.taxonomy_fingerprint}); "
+            f"{tax.path} is {tax.label} ({tax.fingerprint()}): build the queue again"
+        )
+    if queue.meta.gold_hash != gold.hash:
+        raise QueueError(
+            f"the queue was built from gold with hash {queue.meta.gold_hash}; {gold.path} now has hash "
+            f"{gold.hash} (labels or texts changed since): build the queue again"
+        )
