@@ -18,7 +18,7 @@ review_app = typer.Typer(
     help="Review disagreements and feed the decisions back into new gold and taxonomy versions.",
 )
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # error messages hold paths and ids: never break them
 
 DEFAULT_QUEUE = Path("review") / "queue.json"
 QueueOpt = typer.Option(DEFAULT_QUEUE, "--queue", "-q", help="Queue file (from `classify review build`).")
