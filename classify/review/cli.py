@@ -163,7 +163,7 @@ def status(queue: Path = QueueOpt, decisions: Optional[Path] = DecisionsOpt):
         _fail(str(e))
     c = Counter(d.action for d in eff)
     console.print(f"{queue}: {len(q.items)} items, {len(eff)} decided ("
-                  + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + f"), {sum(1 for d in eff if d.proposal)} "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + f"), {sum(1 for d in eff if d.proposals)} "
                   f"with a taxonomy proposal", highlight=False)
 
 

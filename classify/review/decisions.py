@@ -111,8 +111,9 @@ def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy,
         if d.action == "accept" and d.label not in it.model_labels():
             problems.append(f"{where}: accepted label {d.label!r} is not one a model gave "
                             f"({', '.join(it.model_labels()) or 'none'}); use set for a label of your own")
-        if d.proposal is not None and d.proposal.dimension not in taxonomy.dimensions:
-            problems.append(f"{where}: proposal for unknown dimension {d.proposal.dimension!r}")
+        for p in d.proposals:
+            if p.dimension not in taxonomy.dimensions:
+                problems.append(f"{where}: proposal for unknown dimension {p.dimension!r}")
     eff = effective(decisions, queue)
     if not problems:
         try:

@@ -55,35 +55,38 @@ def collect_changes(decisions: Iterable[Decision]) -> list[Change]:
     """One change per distinct proposal, in the order first proposed, with every motivating item."""
     changes: dict[tuple, Change] = {}
     for d in decisions:
-        p = d.proposal
-        if p is None or d.action == "skip":
+        if d.action == "skip":
             continue
-        key = _identity(p)
-        if key not in changes:
-            changes[key] = Change(proposal=p.model_copy(deep=True))
-        else:
-            ch = changes[key]
-            prev = ch.proposal
-            if isinstance(p, Split):
-                if [c.model_dump() for c in p.into] != [c.model_dump() for c in prev.into]:
-                    raise ProposalError(f"conflicting splits of {p.dimension}.{p.category} proposed on {', '.join(ch.items)} "
-                                        f"and {d.id}/{d.dimension}: the new categories differ")
-                clash = {k: (prev.mapping[k], v) for k, v in p.mapping.items() if k in prev.mapping and prev.mapping[k] != v}
-                if clash:
-                    raise ProposalError(f"conflicting split mappings for {p.dimension}.{p.category}: {clash}")
-                prev.mapping.update(p.mapping)
-            elif p.model_dump() != prev.model_dump():
-                raise ProposalError(f"conflicting proposals ({p.describe()}) on {', '.join(ch.items)} and "
-                                    f"{d.id}/{d.dimension}: they differ; keep one")
-        changes[key].add_source(d)
+        for p in d.proposals:
+            _collect_one(changes, d, p)
     return list(changes.values())
+
+
+def _collect_one(changes: dict, d: Decision, p) -> None:
+    key = _identity(p)
+    if key not in changes:
+        changes[key] = Change(proposal=p.model_copy(deep=True))
+    else:
+        ch = changes[key]
+        prev = ch.proposal
+        if isinstance(p, Split):
+            if [c.model_dump() for c in p.into] != [c.model_dump() for c in prev.into]:
+                raise ProposalError(f"conflicting splits of {p.dimension}.{p.category} proposed on {', '.join(ch.items)} "
+                                    f"and {d.id}/{d.dimension}: the new categories differ")
+            clash = {k: (prev.mapping[k], v) for k, v in p.mapping.items() if k in prev.mapping and prev.mapping[k] != v}
+            if clash:
+                raise ProposalError(f"conflicting split mappings for {p.dimension}.{p.category}: {clash}")
+            prev.mapping.update(p.mapping)
+        elif p.model_dump() != prev.model_dump():
+            raise ProposalError(f"conflicting proposals ({p.describe()}) on {', '.join(ch.items)} and "
+                                f"{d.id}/{d.dimension}: they differ; keep one")
+    changes[key].add_source(d)
 
 
 def new_category_ids(decisions: Iterable[Decision]) -> dict[str, set[str]]:
     """Labels that proposals in these decisions create, per dimension (valid labels for decisions)."""
     out: dict[str, set[str]] = {}
-    for d in decisions:
-        p = d.proposal
+    for p in (p for d in decisions for p in d.proposals):
         if isinstance(p, AddCategory):
             out.setdefault(p.dimension, set()).add(p.category.id)
         elif isinstance(p, Split):

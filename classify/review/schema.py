@@ -1,4 +1,4 @@
-"""Typed shapes of the review files: the queue, one decision, one taxonomy proposal.
+"""Typed shapes of the review files: the queue, one decision, taxonomy proposals.
 
 The queue is one JSON document (meta + items). Decisions are JSONL, one decision per line, a later
 line for the same (id, dimension) replacing an earlier one, so a session can append after every
@@ -218,7 +218,7 @@ class Decision(_Strict):
     gold: str | None = None  # the gold label the reviewer saw; a different one now means stale
     source: str | None = None  # for accept: the model whose label was taken
     note: str = ""
-    proposal: Proposal | None = None
+    proposals: list[Proposal] = Field(default_factory=list)  # taxonomy changes this item motivates
     reviewer: str = Field(min_length=1)
     decided_at: str
 

@@ -229,7 +229,7 @@ class Session:
             if action is None:
                 self.console.print(f"  unknown key {k!r}", highlight=False)
                 continue
-            label, source, proposal = None, None, None
+            label, source, proposals = None, None, []
             if action == "keep" and not it.in_gold:
                 self.console.print("  this item has no gold label: accept a model's label or set one", highlight=False)
                 continue
@@ -248,24 +248,33 @@ class Session:
                     label = opts[int(ch) - 1]
                 source = ", ".join(sorted({m.model for m in it.models if m.label == label}))
             elif action == "set":
-                label, proposal = self.ask_label(it)
+                label, prop = self.ask_label(it)
                 if label is BACK:
                     continue
+                proposals += [prop] if prop is not None else []
+
+            def decision(props) -> Decision:
+                return Decision(id=it.id, dimension=it.dimension, action=action, gold=it.gold,
+                                label=label if action in ("accept", "set") else None, source=source, note=note,
+                                proposals=props, reviewer=self.reviewer, decided_at=now())
+
             note = ""
             if action != "skip":
                 note = self.term.line("note (Enter: none)")
-                if proposal is None:
+                while True:  # any number of proposals, each checked against the codebook as it is made
                     try:
-                        proposal = self.ask_proposal(it, label)
+                        prop = self.ask_proposal(it, label)
+                        if prop is None:
+                            break
+                        check_decisions(self.decisions + [decision(proposals + [prop])], self.queue, self.tax,
+                                        "this proposal")
+                        proposals.append(prop)
+                        self.console.print(f"  proposal noted: {escape(prop.describe())}; another?", highlight=False)
                     except (ValidationError, ValueError) as e:
                         msg = validation_message(e) if isinstance(e, ValidationError) else str(e)
-                        self.console.print(f"  [red]proposal not recorded:[/] {escape(msg)}; decide this item again",
-                                           highlight=False)
-                        continue
+                        self.console.print(f"  [red]proposal not recorded:[/] {escape(msg)}", highlight=False)
             try:
-                d = Decision(id=it.id, dimension=it.dimension, action=action, gold=it.gold,
-                             label=label if action in ("accept", "set") else None, source=source, note=note,
-                             proposal=proposal, reviewer=self.reviewer, decided_at=now())
+                d = decision(proposals)
                 check_decisions(self.decisions + [d], self.queue, self.tax, "this decision")
             except ValidationError as e:
                 self.console.print(f"  [red]not recorded:[/] {escape(validation_message(e))}", highlight=False)
@@ -303,5 +312,5 @@ class Session:
             self.decisions.append(d)
             made += 1
             self.console.print(f"  saved: {d.action}" + (f" {d.label}" if d.label else "")
-                               + (f" + proposal ({d.proposal.describe()})" if d.proposal else ""), highlight=False)
+                               + "".join(f" + proposal ({p.describe()})" for p in d.proposals), highlight=False)
         return SessionResult(made, 0, total, False)

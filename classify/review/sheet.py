@@ -12,27 +12,30 @@ optionally a proposal in the `proposal*` columns:
     merge              "a, b"              definition if `into` is new      into: target id
     split              category            one line per new id: "id: def"   into: "x, y"; mapping: "id=x, id=y"
 
-Import checks every row against the queue and the codebook and writes nothing if any row is wrong.
+Further proposals for the same item go in `more_proposals` as a JSON list of proposal objects (the
+form the decisions file uses). Import checks every row against the queue and the codebook and
+writes nothing if any row is wrong.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from classify.records import atomic_write_text
 from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
-from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Queue, Split,
-                                    validation_message)
+from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Proposal,
+                                    Queue, Split, validation_message)
 from classify.taxonomy import Taxonomy
 
 INFO_COLUMNS = ["rank", "id", "dimension", "score", "reasons", "gold", "coders", "models", "title", "url", "body",
                 "discussion", "adjudication_note"]
 DECISION_COLUMNS = ["action", "label", "note", "proposal", "proposal_dimension", "proposal_category", "proposal_text",
-                    "proposal_into", "proposal_name", "proposal_group", "proposal_mapping", "reviewer"]
+                    "proposal_into", "proposal_name", "proposal_group", "proposal_mapping", "more_proposals", "reviewer"]
 REQUIRED = ["id", "dimension", "gold", "action", "label", "note"]
 ACTION_ALIASES = {"k": "keep", "keep": "keep", "a": "accept", "accept": "accept", "s": "set", "set": "set",
                   "?": "ambiguous", "ambiguous": "ambiguous", "n": "skip", "skip": "skip"}
@@ -42,6 +45,7 @@ PROPOSAL_ALIASES = {"d": "edit_definition", "definition": "edit_definition", "ed
                     "c": "add_category", "category": "add_category", "add_category": "add_category",
                     "m": "merge", "merge": "merge", "p": "split", "split": "split"}
 NO_LABEL = {"-", "null", "none"}
+_PROPOSALS = TypeAdapter(list[Proposal])
 CELL_MAX = 30000  # spreadsheet programs cap a cell at 32,767 characters
 
 
@@ -140,7 +144,9 @@ def export_csv(queue: Queue, path: str | Path, decisions: list[Decision] = ()) -
         d = last.get(it.key)
         if d is not None:
             row.update(action=d.action, label="-" if d.action == "set" and d.label is None else (d.label or ""),
-                       note=d.note, reviewer=d.reviewer, **fields_from_proposal(d.proposal))
+                       note=d.note, reviewer=d.reviewer, **fields_from_proposal(d.proposals[0] if d.proposals else None))
+            if len(d.proposals) > 1:
+                row["more_proposals"] = json.dumps([p.model_dump(exclude_none=True) for p in d.proposals[1:]])
         w.writerow({k: _cell(v) for k, v in row.items()})
     # utf-8 with BOM so spreadsheet programs pick the right encoding
     atomic_write_text(path, "\ufeff" + buf.getvalue())
@@ -210,11 +216,13 @@ def read_csv_decisions(path: str | Path, queue: Queue, reviewer: str) -> list[De
             problems.append(f"{where}: {action} takes no label (got {label_raw!r}); use set to change it")
             continue
         try:
-            proposal = proposal_from_fields(row, dim)
+            first = proposal_from_fields(row, dim)
+            more = (row.get("more_proposals") or "").strip()
+            proposals = ([first] if first else []) + (_PROPOSALS.validate_json(more) if more else [])
             out.append(Decision(
                 id=rid, dimension=dim, action=action, label=label, gold=it.gold,
                 source=", ".join(sorted({m.model for m in it.models if m.label == label})) if action == "accept" else None,
-                note=(row.get("note") or "").strip(), proposal=proposal,
+                note=(row.get("note") or "").strip(), proposals=proposals,
                 reviewer=(row.get("reviewer") or "").strip() or reviewer, decided_at=now()))
         except ValidationError as e:
             problems.append(f"{where}: {validation_message(e)}")

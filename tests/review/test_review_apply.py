@@ -42,8 +42,9 @@ def setup(tmp_path):
             "run": run, "s_id": s_id, "rc_api": rc_api, "rc_sw": rc_sw}
 
 
-def dec(item_id, dim, action, gold, label=None, proposal=None, note="", who="alice"):
-    return Decision(id=item_id, dimension=dim, action=action, gold=gold, label=label, proposal=proposal,
+def dec(item_id, dim, action, gold, label=None, proposal=None, note="", who="alice", more=()):
+    props = ([proposal] if proposal else []) + list(more)
+    return Decision(id=item_id, dimension=dim, action=action, gold=gold, label=label, proposals=props,
                     note=note, reviewer=who, decided_at=WHEN,
                     source="fake-model" if action == "accept" else None)
 
@@ -171,6 +172,14 @@ def test_conflicting_and_impossible_proposals_are_refused(setup):
     plan = plan_apply(s["queue"], [dec(s["rc_api"], "root_cause", "keep", "api_misuse", proposal=cue),
                                    dec(s["rc_sw"], "root_cause", "keep", "software_incompatibility", proposal=cue)], s["gold"])
     assert len(plan.changes) == 1 and len(plan.changes[0].items) == 2
+    # one item may motivate several changes (an include cue and the matching exclude cue)
+    inc = AddCue(dimension="root_cause", category="algorithm_logic", cue="include", text="a finite sentinel is reachable")
+    exc = AddCue(dimension="root_cause", category="numerical_precision", cue="exclude", text="a finite sentinel is reachable")
+    plan = plan_apply(s["queue"], [dec(s["rc_api"], "root_cause", "keep", "api_misuse", proposal=inc, more=[exc])], s["gold"])
+    assert [c.proposal for c in plan.changes] == [inc, exc]
+    rc = plan.taxonomy.dimensions["root_cause"]
+    assert "a finite sentinel is reachable" in rc.category("algorithm_logic").include
+    assert "a finite sentinel is reachable" in rc.category("numerical_precision").exclude
 
 
 def test_unlabeled_item_accepted_is_added_to_the_new_gold(tmp_path):

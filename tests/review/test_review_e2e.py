@@ -51,7 +51,7 @@ def test_review_loop_on_a_real_eval(tmp_path, monkeypatch):
                if c not in (first[1].gold, *first[1].model_labels()))
     script = [
         "a", "model is right", "",
-        "s", alt, "", "i", alt, "a cue learned in review",
+        "s", alt, "", "i", alt, "a cue learned in review", "",
         "k", "", "",
         "q",
     ]

@@ -49,7 +49,7 @@ def setup(tmp_path):
 def test_scripted_session_resumes_and_applies(setup):
     s, ids = setup, setup["ids"]
     # item 1 (most confident disagreement): accept the model's label, a note, an include-cue proposal; then quit
-    script1 = "\n".join(["a", "compile step fails", "i", "", "setup.py compiles the extension and fails", "q"]) + "\n"
+    script1 = "\n".join(["a", "compile step fails", "i", "", "setup.py compiles the extension and fails", "", "q"]) + "\n"
     res, out = _cli("review", "session", "-q", s["queue"], "-r", "alice", input=script1)
     assert res.exit_code == 0, out
     assert f"[1/3] {ids['s']} . symptom" in out
@@ -57,14 +57,14 @@ def test_scripted_session_resumes_and_applies(setup):
     assert "stopped: 1 decisions saved" in out and "2 items left of 3" in out
     rows = read_jsonl(s["dec"])
     assert len(rows) == 1 and rows[0]["action"] == "accept" and rows[0]["label"] == "build_failure"
-    assert rows[0]["proposal"] == {"dimension": "symptom", "kind": "add_cue", "category": "build_failure",
-                                   "cue": "include", "text": "setup.py compiles the extension and fails"}
+    assert rows[0]["proposals"] == [{"dimension": "symptom", "kind": "add_cue", "category": "build_failure",
+                                     "cue": "include", "text": "setup.py compiles the extension and fails"}]
 
     # resume: a wrong key, then set a label that does not exist yet and create it; keep the third; input ends
     script2 = "\n".join([
         "z",  # unknown key: asked again
         "s", "documentation_defect", "y", "", "usage", "Wrong or inconsistent documentation or official examples.",
-        "misspelled include in the quickstart", "quickstart typo",
+        "misspelled include in the quickstart", "quickstart typo", "",
         "k", "", "",
     ]) + "\n"
     res, out = _cli("review", "-q", s["queue"], "-r", "bob", input=script2)  # no sub-command: the session
@@ -75,7 +75,7 @@ def test_scripted_session_resumes_and_applies(setup):
     rows = read_jsonl(s["dec"])
     assert [r["action"] for r in rows] == ["accept", "set", "keep"]
     assert rows[1]["label"] == "documentation_defect" and rows[1]["reviewer"] == "bob"
-    assert rows[1]["proposal"]["category"]["group"] == "usage"
+    assert rows[1]["proposals"][0]["category"]["group"] == "usage"
 
     # nothing left: a third start decides nothing
     res, out = _cli("review", "session", "-q", s["queue"], "-r", "bob", input="")
@@ -182,7 +182,10 @@ def test_csv_round_trip(setup):
                      "proposal_text": "Wrong or inconsistent documentation or official examples."},
         ids["sw"]: {"action": "keep", "proposal": "merge",
                     "proposal_category": "software_incompatibility, packaging_distribution",
-                    "proposal_into": "software_incompatibility", "note": "hard to tell apart"},
+                    "proposal_into": "software_incompatibility", "note": "hard to tell apart",
+                    "more_proposals": json.dumps([{"kind": "add_cue", "dimension": "root_cause",
+                                                   "category": "software_incompatibility", "cue": "include",
+                                                   "text": "published wheel lacks the user's platform"}])},
     })
     assert {r["id"] for r in rows} == set(ids.values())
     assert all(r["title"] and r["models"] for r in rows)
@@ -205,6 +208,7 @@ def test_csv_round_trip(setup):
     assert "documentation_defect" in rc and "packaging_distribution" not in rc
     assert "packaging_distribution" not in g2.labels["root_cause"]
     assert g2.labels["root_cause"][g2.ids.index(ids["api"])] == "documentation_defect"
+    assert "published wheel lacks the user's platform" in tax2.dimensions["root_cause"].category("software_incompatibility").include
     merge = next(e for e in tax2.changelog if e["change"] == "merge")
     assert merge["items"] == [f"{ids['sw']}/root_cause"] and merge["notes"] == ["hard to tell apart"]
 
@@ -217,6 +221,7 @@ def test_csv_round_trip(setup):
     ({"action": "keep", "id": "nobody-1"}, "not in this queue"),
     ({"action": "keep", "proposal": "merge", "proposal_category": "crash"}, "categories"),
     ({"action": "keep", "proposal": "rename"}, "unknown proposal 'rename'"),
+    ({"action": "keep", "more_proposals": '[{"kind": "add_cue"}]'}, "dimension"),
 ])
 def test_bad_sheet_changes_nothing(setup, fill, expect):
     s, ids = setup, setup["ids"]
