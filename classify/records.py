@@ -159,12 +159,19 @@ def read_records(path: str | Path, validate: bool = True) -> list[Record]:
     return records
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write via a temp file in the same folder + rename: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a data file gets the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -189,6 +196,7 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
     df = pd.DataFrame(flat)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     try:
         if fmt == "csv":
