@@ -221,7 +221,8 @@ def _print_comparison(c: dict):
     console.print(t)
     changed = ", ".join(f"{d} {n}" for d, n in c.get("gold_labels_changed", {}).items()) or "none"
     console.print(f"same taxonomy: {c['same_taxonomy']}, same gold: {c['same_gold']}, same model: {c['same_model']}; "
-                  f"gold labels changed on shared items: {changed}", highlight=False)
+                  f"gold labels changed on shared items: {changed}" + (f"; {c['folds']}" if c.get("folds") else ""),
+                  highlight=False)
 
 
 @app.command("eval")
@@ -257,13 +258,20 @@ def eval_cmd(
             _fail(str(e))
     tax, g = _task_gold(task, taxonomy, gold)
     options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
+    given_folds, folds_note = None, None
+    if compare is not None and not test:
+        from classify.compare import previous_folds
+
+        # Same split as the earlier run: a kappa change then comes from the labels, not the folds.
+        given_folds, folds_note = previous_folds(compare, g.ids, folds)
+        err.print(folds_note)
     try:
         if test:
             res = evaluate_on_test(model, g, _task_gold(task, taxonomy, test)[1], options)
         else:
             err.print(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
             res = cross_validate(model, g, options, k=folds, seed=seed, limit=limit,
-                                 progress=lambda f, k: err.print(f"  fold {f}/{k} done"))
+                                 progress=lambda f, k: err.print(f"  fold {f}/{k} done"), folds=given_folds)
             leaks = train_test_leaks(res)
             if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
                 _fail(f"evaluation leak: {len(leaks)} records predicted by a model trained on them")
@@ -277,6 +285,7 @@ def eval_cmd(
         new_gold = {r.id: {d: res.gold.labels[d][i] for d in res.gold.taxonomy.dimension_ids}
                     for i, r in enumerate(res.gold.records)}
         metrics["comparison"] = compare_metrics(metrics, new_meta, compare, new_gold)
+        metrics["comparison"]["folds"] = folds_note
     out = write_eval(res, metrics, out_dir)
     _print_metrics(metrics, model, out)
     if compare is not None:

@@ -7,6 +7,7 @@ gold label.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,36 @@ def _gold_labels(pred_file: Path) -> dict[str, dict[str, Any]]:
                 r = json.loads(line)
                 out[str(r["id"])] = {k[5:]: v for k, v in r.items() if k.startswith("gold_")}
     return out
+
+
+def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[int] | None, str]:
+    """The earlier run's fold of each id, for a paired comparison (same split, only labels differ).
+
+    Ids the earlier run did not evaluate get a fold from a hash of the id. None (and why) when the
+    earlier run was not a k-fold cross-validation.
+    """
+    old = load_run_metrics(run_dir)["meta"]
+    if old.get("mode") != "cv" or (old.get("params") or {}).get("k") != k:
+        return None, f"new folds: the earlier run is not a {k}-fold cross-validation"
+    prev: dict[str, int] = {}
+    pf = Path(run_dir) / "predictions.jsonl"
+    if pf.exists():
+        with pf.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k:
+                        prev[str(r["id"])] = r["fold"]
+    if not prev:
+        return None, "new folds: the earlier run has no per-record folds"
+    folds, new = [], 0
+    for i in ids:
+        if i in prev:
+            folds.append(prev[i])
+        else:
+            new += 1
+            folds.append(int(hashlib.sha256(i.encode()).hexdigest(), 16) % k)
+    return folds, f"folds of the earlier run reused ({len(ids) - new} records" + (f"; {new} new ones hashed to a fold)" if new else ")")
 
 
 def compare_metrics(new: dict[str, Any], new_meta: dict[str, Any], run_dir: str | Path,
@@ -91,6 +122,8 @@ def render_comparison(c: dict[str, Any]) -> list[str]:
         f"- same taxonomy: {'yes' if c['same_taxonomy'] else 'no'}; same gold: {'yes' if c['same_gold'] else 'no'}; "
         f"same model: {'yes' if c['same_model'] else 'no'}",
     ]
+    if c.get("folds"):
+        lines.append(f"- {c['folds']}")
     if "gold_labels_changed" in c:
         ch = ", ".join(f"{d} {n}" for d, n in c["gold_labels_changed"].items()) or "none"
         lines.append(f"- {c['shared_items']} items in both runs; gold labels changed between them: {ch}")

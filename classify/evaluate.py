@@ -67,16 +67,21 @@ def _subset_labels(gold: GoldSet, idx: list[int]) -> dict[str, list[str | None]]
 
 def cross_validate(
     spec: str, gold: GoldSet, options: ModelOptions | None = None, k: int = 5, seed: int = 0,
-    limit: int | None = None, progress=None,
+    limit: int | None = None, progress=None, folds: list[int] | None = None,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only.
 
     `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
-    training folds still use every other gold record.
+    training folds still use every other gold record. `folds` (one fold index per record) replaces
+    the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
     """
     options = options or ModelOptions(seed=seed)
     t0 = time.perf_counter()
-    folds = assign_folds(gold, k, seed)
+    given_folds = folds is not None
+    if folds is None:
+        folds = assign_folds(gold, k, seed)
+    elif len(folds) != len(gold) or any(not 0 <= f < k for f in folds):
+        raise ValueError(f"folds: need one fold in 0..{k - 1} per gold record ({len(gold)})")
     n = len(gold)
     evaluate_idx = set(range(n))
     if limit is not None and limit < n:
@@ -106,7 +111,7 @@ def cross_validate(
             progress(f + 1, k)
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
     return EvalResult(spec, gold, preds, folds_out, train_ids, prov, time.perf_counter() - t0, "cv",
-                      {"k": k, "seed": seed, "limit": limit})
+                      {"k": k, "seed": seed, "limit": limit, **({"folds": "given"} if given_folds else {})})
 
 
 def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOptions | None = None) -> EvalResult:

@@ -45,6 +45,17 @@ def _reviewer(name: str | None) -> str:
         return "reviewer"
 
 
+def _show(p: Path | str | None) -> str:
+    """A path as the user would type it: relative to the current folder when inside it."""
+    if p is None:
+        return "-"
+    p = Path(p)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
 def _decisions_path(queue: Path, decisions: Path | None) -> Path:
     return decisions or queue.parent / "decisions.jsonl"
 
@@ -228,19 +239,19 @@ def apply(
 
     q, tax, g = _load(queue, gold, taxonomy)
     path = _decisions_path(queue, decisions)
-    gold_path = Path(g.path)
+    gold_path = Path(_show(g.path))
     out_gold = out_gold or next_gold_path(gold_path)
     try:
         decs, _ = read_decisions(path)
         if not decs:
             _fail(f"{path}: no decisions to apply")
-        based_on = {"previous": str(tax.path.name) if tax.path else None, "gold": str(out_gold), "decisions": str(path)}
+        based_on = {"previous": _show(tax.path), "gold": _show(out_gold), "decisions": _show(path)}
         plan = plan_apply(q, decs, g, new_version=version, release_note=note, based_on=based_on)
     except (DecisionsError, ApplyError) as e:
         _fail(str(e))
     new_tax_path = None
     if plan.taxonomy_raw is not None:
-        new_tax_path = out_taxonomy or next_taxonomy_path(tax.path, plan.taxonomy.version)
+        new_tax_path = out_taxonomy or next_taxonomy_path(Path(_show(tax.path)), plan.taxonomy.version)
     t = Table(title=f"label changes ({len(plan.changed)})")
     for c in ("id", "dimension", "old", "new", "why"):
         t.add_column(c)
@@ -258,7 +269,7 @@ def apply(
         write_plan(plan, out_gold, new_tax_path, tax.path)
     except ApplyError as e:
         _fail(str(e))
-    tax_arg = new_tax_path or tax.path
+    tax_arg = new_tax_path or _show(tax.path)
     console.print(f"wrote {out_gold} ({len(plan.gold_rows)} records, valid against {plan.taxonomy.label})"
                   + (f" and {new_tax_path} ({plan.taxonomy.label})" if new_tax_path else "")
                   + f"\nre-evaluate: classify eval -g {out_gold} -t {tax_arg} --compare <previous eval run>",

@@ -28,7 +28,7 @@ BODY_CHARS, DISC_CHARS, NOTE_CHARS = 1500, 800, 600
 ACTION_KEYS = {"k": "keep", "a": "accept", "s": "set", "?": "ambiguous", "n": "skip"}
 HELP = ("[bold]\\[k][/]eep gold  [bold]\\[a][/]ccept model label  [bold]\\[s][/]et label  [bold]\\[?][/] ambiguous  "
         "[bold]\\[n][/] skip  [bold]\\[f][/]ull text  [bold]\\[q][/]uit")
-PROPOSAL_HELP = ("taxonomy proposal? [bold]\\[Enter][/] none  [bold]\\[d][/]efinition  [bold]\\[i][/]nclude cue  "
+PROPOSAL_HELP = ("{what}? [bold]\\[Enter][/] none  [bold]\\[d][/]efinition  [bold]\\[i][/]nclude cue  "
                  "[bold]\\[e][/]xclude cue  [bold]\\[c][/]ategory (new)  [bold]\\[m][/]erge  [bold]\\[p][/] split")
 
 
@@ -172,10 +172,10 @@ class Session:
         return AddCategory(dimension=dim, category=NewCategory(id=cid, name=name, group=group, definition=definition,
                                                                include=include))
 
-    def ask_proposal(self, it: QueueItem, label: str | None):
+    def ask_proposal(self, it: QueueItem, label: str | None, first: bool = True):
         dim = it.dimension
         default = label or it.gold or ""
-        k = self.term.key(PROPOSAL_HELP)
+        k = self.term.key(PROPOSAL_HELP.format(what="taxonomy proposal" if first else "another proposal"))
         if k in ("", "x"):
             return None
         if k == "d":
@@ -263,13 +263,13 @@ class Session:
                 note = self.term.line("note (Enter: none)")
                 while True:  # any number of proposals, each checked against the codebook as it is made
                     try:
-                        prop = self.ask_proposal(it, label)
+                        prop = self.ask_proposal(it, label, first=not proposals)
                         if prop is None:
                             break
                         check_decisions(self.decisions + [decision(proposals + [prop])], self.queue, self.tax,
                                         "this proposal")
                         proposals.append(prop)
-                        self.console.print(f"  proposal noted: {escape(prop.describe())}; another?", highlight=False)
+                        self.console.print(f"  proposal noted: {escape(prop.describe())}", highlight=False)
                     except (ValidationError, ValueError) as e:
                         msg = validation_message(e) if isinstance(e, ValidationError) else str(e)
                         self.console.print(f"  [red]proposal not recorded:[/] {escape(msg)}", highlight=False)
@@ -312,5 +312,5 @@ class Session:
             self.decisions.append(d)
             made += 1
             self.console.print(f"  saved: {d.action}" + (f" {d.label}" if d.label else "")
-                               + "".join(f" + proposal ({p.describe()})" for p in d.proposals), highlight=False)
+                               + (f" + {len(d.proposals)} taxonomy proposal(s)" if d.proposals else ""), highlight=False)
         return SessionResult(made, 0, total, False)

@@ -38,6 +38,31 @@ def test_compare_deltas_and_changed_gold(tmp_path):
         compare_metrics(new, {}, tmp_path / "nowhere")
 
 
+def test_previous_folds_reused_and_new_ids_hashed(tmp_path):
+    from classify.compare import previous_folds
+
+    d = _run(tmp_path, "old", {"symptom": 0.5}, "h", {})
+    meta = json.loads((d / "metrics.json").read_text())
+    meta["meta"].update(mode="cv", params={"k": 3})
+    (d / "metrics.json").write_text(json.dumps(meta))
+    (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i, "fold": f}) + "\n" for i, f in (("a", 2), ("b", 0))))
+    folds, note = previous_folds(d, ["b", "a", "new"], 3)
+    assert folds[:2] == [0, 2] and 0 <= folds[2] < 3
+    assert folds == previous_folds(d, ["b", "a", "new"], 3)[0]  # hashing is stable
+    assert note == "folds of the earlier run reused (2 records; 1 new ones hashed to a fold)"
+    folds, note = previous_folds(d, ["a"], 5)
+    assert folds is None and "not a 5-fold" in note
+
+
+def test_cross_validate_rejects_bad_folds(gold):
+    from classify.evaluate import cross_validate
+
+    with pytest.raises(ValueError, match="one fold in 0..4"):
+        cross_validate("embed-centroid", gold, k=5, folds=[0] * (len(gold) - 1))
+    with pytest.raises(ValueError, match="one fold in 0..1"):
+        cross_validate("embed-centroid", gold, k=2, folds=[3] * len(gold))
+
+
 def test_eval_compare_with_a_bad_run_fails_before_evaluating(tmp_path):
     res = CliRunner().invoke(app, ["eval", "--compare", str(tmp_path), "--out-dir", str(tmp_path / "evals")])
     assert res.exit_code == 2 and "no metrics.json" in " ".join(res.output.split())

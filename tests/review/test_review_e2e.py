@@ -73,6 +73,10 @@ def test_review_loop_on_a_real_eval(tmp_path, monkeypatch):
     assert m2["meta"]["taxonomy"] == "gpu-kernel-issues@2"
     comp = m2["comparison"]
     assert not comp["same_gold"] and not comp["same_taxonomy"] and comp["same_model"]
+    # paired: the earlier run's split is reused, so only the labels differ between the two runs
+    assert comp["folds"] == f"folds of the earlier run reused ({len(gold2)} records)"
+    f1 = {r["id"]: r["fold"] for r in preds}
+    assert all(r["fold"] == f1[r["id"]] for r in read_jsonl(run2 / "predictions.jsonl"))
     expected_changes = 1 + (first[0].model_labels()[0] != first[0].gold)
     assert sum(comp["gold_labels_changed"].values()) == expected_changes
     m1 = json.loads((run1 / "metrics.json").read_text())
