@@ -83,6 +83,8 @@ def plan_apply(
         raise ApplyError(str(e)) from e
     eff = check_decisions(decisions, queue, tax)
     eff = [d for d in eff if d.action != "skip"]
+    if not eff:
+        raise ApplyError("nothing to apply: every decision is a skip")
     changes = collect_changes(eff)
     raw, remap = None, None
     new_tax = tax

@@ -192,6 +192,8 @@ def test_unlabeled_item_accepted_is_added_to_the_new_gold(tmp_path):
     lab.write_text(json.dumps(rows[0]) + "\n")
     q, _ = build_queue(g, runs=[lab], inputs=[inp])
     assert [it.key for it in q.items] == [(ids[0], "symptom")]
+    with pytest.raises(ApplyError, match="every decision is a skip"):
+        plan_apply(q, [dec(ids[0], "symptom", "skip", None)], g)
     with pytest.raises(DecisionsError, match="has no gold label"):
         plan_apply(q, [dec(ids[0], "symptom", "keep", None)], g)
     plan = plan_apply(q, [dec(ids[0], "symptom", "accept", None, "crash")], g)
