@@ -194,4 +194,10 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
         # round trip through the loader before writing: what is written must load
         parse_taxonomy(yaml.safe_load(text), out_taxonomy)
         atomic_write_text(out_taxonomy, text)
-    write_rows(out_gold, plan.gold_rows)
+    try:
+        write_rows(out_gold, plan.gold_rows)
+    except BaseException:
+        # the pair is written together or not at all: a lone taxonomy would block the retry
+        if plan.taxonomy_raw is not None and out_taxonomy:
+            out_taxonomy.unlink(missing_ok=True)
+        raise

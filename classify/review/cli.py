@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -17,7 +18,8 @@ review_app = typer.Typer(
     invoke_without_command=True,
     help="Review disagreements and feed the decisions back into new gold and taxonomy versions.",
 )
-console = Console()
+# as in classify.cli: logs and pipes get room instead of rich's 80 columns
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)  # error messages hold paths and ids: never break them
 
 DEFAULT_QUEUE = Path("review") / "queue.json"

@@ -303,7 +303,7 @@ class Session:
             pos = self.queue.items.index(it) + 1
             try:
                 d = self.decide(it, pos, total)
-            except EndOfInput:
+            except (EndOfInput, KeyboardInterrupt):  # Ctrl-C at a text prompt: stop like q
                 self.console.print()
                 d = None
             if d is None:
