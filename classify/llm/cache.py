@@ -124,12 +124,12 @@ def format_logs(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of list_logs() rows."""
     if not rows:
         return "no logged LLM requests"
-    head = f"{'id':>6}  {'time (UTC)':19}  {'model':24}  {'record':18}  {'try':>3}  {'outcome':8}  {'http':>4}  {'in':>6}  {'out':>5}  {'ms':>7}  error"
+    head = f"{'id':>6}  {'time (UTC)':19}  {'model':24}  {'record':18}  {'try':>3}  {'outcome':9}  {'http':>4}  {'in':>6}  {'out':>5}  {'ms':>7}  error"
     lines = [head]
     for r in rows:
         lines.append(
             f"{r['id']:>6}  {str(r['ts'])[:19]:19}  {str(r['model'])[:24]:24}  {str(r['record_id'] or '')[:18]:18}  "
-            f"{r['attempt'] or 0:>3}  {str(r['outcome'])[:8]:8}  {r['http_status'] or '':>4}  {r['prompt_tokens'] or '':>6}  "
+            f"{r['attempt'] or 0:>3}  {str(r['outcome'])[:9]:9}  {r['http_status'] or '':>4}  {r['prompt_tokens'] or '':>6}  "
             f"{r['completion_tokens'] or '':>5}  {round(r['latency_ms']) if r['latency_ms'] is not None else '':>7}  "
             f"{(r['error'] or '')[:60]}"
         )

@@ -114,7 +114,7 @@ def _wait(retry_state) -> float:
     return _BACKOFF(retry_state)
 
 
-_BACKOFF = wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
+_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
 
 
 def _error_message(e: Exception) -> str:
@@ -221,6 +221,9 @@ class ChatClient:
                             continue  # stepped down a style; send again at once (same attempt)
         except _Transient as e:
             last = e
+        except RequestFailed:
+            self.stats.failed += 1
+            raise
         self.stats.failed += 1
         raise RequestFailed(f"gave up after {self.max_retries + 1} attempts: {last}")
 
@@ -238,21 +241,22 @@ class ChatClient:
 
     async def _send(self, key, messages, params, schema, record_id, attempt) -> ChatResult:
         assert self._client is not None and self._sem is not None, "use ChatClient as an async context manager"
-        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages, **params}
-        if self.endpoint.dialect == "openai" and "max_tokens" in body:
-            # OpenAI's newer models reject max_tokens; the other servers know only max_tokens.
-            body["max_completion_tokens"] = body.pop("max_tokens")
-        rf = response_format(self.style, schema) if schema is not None else None
-        if rf is not None:
-            body["response_format"] = rf
-        if self.logprobs:
-            body["logprobs"] = True
-            body["top_logprobs"] = 1  # llama-cpp-python returns no logprobs without it
-        style = self.style
-        log = dict(run_id=self.run_id, endpoint=self.endpoint.cache_identity, model=self.endpoint.model,
-                   record_id=record_id, key=key, attempt=attempt, messages=messages,
-                   params={k: v for k, v in body.items() if k not in ("messages", "model")})
         async with self._sem:
+            # Built inside the semaphore: a request queued behind a refused one uses the new style.
+            style, want_lp = self.style, self.logprobs
+            body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages, **params}
+            if self.endpoint.dialect == "openai" and "max_tokens" in body:
+                # OpenAI's newer models reject max_tokens; the other servers know only max_tokens.
+                body["max_completion_tokens"] = body.pop("max_tokens")
+            rf = response_format(style, schema) if schema is not None else None
+            if rf is not None:
+                body["response_format"] = rf
+            if want_lp:
+                body["logprobs"] = True
+                body["top_logprobs"] = 1  # llama-cpp-python returns no logprobs without it
+            log = dict(run_id=self.run_id, endpoint=self.endpoint.cache_identity, model=self.endpoint.model,
+                       record_id=record_id, key=key, attempt=attempt, messages=messages,
+                       params={k: v for k, v in body.items() if k not in ("messages", "model")})
             t0 = time.perf_counter()  # latency of the request itself, not of the queue before it
             self.stats.requests += 1
             try:
@@ -275,11 +279,18 @@ class ChatClient:
         if err is not None:
             msg = self.redact(_error_message(err))
             headers = getattr(getattr(err, "response", None), "headers", None)
+            low = msg.lower()
             if status in (400, 422, 500) and style != "none" and any(
-                    w in msg.lower() for w in ("response_format", "json_schema", "schema")):
+                    w in low for w in ("response_format", "json_schema", "schema")):
                 self._log(log, "rejected", status, msg, ms)
-                if self._step_down(msg):
+                if style != self.style or self._step_down(msg):  # another request already stepped down
                     raise _FormatRejected(msg)
+            if status in (400, 422) and want_lp and "logprobs" in low:
+                self._log(log, "rejected", status, msg, ms)
+                if self.logprobs:
+                    self.logprobs = False
+                    self.stats.fallbacks.append(f"logprobs off: {msg[:120]}")
+                raise _FormatRejected(msg)
             if status in (401, 403):
                 self._log(log, "error", status, msg, ms)
                 raise LLMError(f"{self.endpoint.describe()['endpoint']}: authentication failed (HTTP {status}); "
