@@ -93,6 +93,11 @@ class LLMClassifier:
         self.fitted = True
         return self
 
+    def prepare(self, records: list[Record], progress=None) -> None:
+        """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
+        if self.selector is not None and records:
+            self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
+
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
         plans = self.plan(records)
         if self.family == "local" and plans:
