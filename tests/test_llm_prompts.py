@@ -190,3 +190,12 @@ def test_model_specs_are_registered():
         make_classifier("local:nonesuch", TAX, ModelOptions())
     with pytest.raises(ModelSpecError, match="GGUF file not found"):
         make_classifier("local:/nowhere/model.gguf", TAX, ModelOptions())
+
+
+def test_local_server_gets_no_user_key(monkeypatch):
+    from classify.models import ModelOptions, make_classifier
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-user-key-0123456789abcdef")
+    clf = make_classifier("local:smollm2-135m", TAX, ModelOptions())
+    assert clf.endpoint.api_key() == "not-needed"
+    assert "sk-user" not in str(clf.provenance())

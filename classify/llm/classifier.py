@@ -57,6 +57,7 @@ class LLMClassifier:
                 alias, base_url=None, dialect=s.dialect or "llama-cpp", structured=s.structured,
                 fold_system=s.fold_system, logprobs=s.logprobs, timeout=s.timeout or 600.0,
                 identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}", key_required=False)
+            self.endpoint.api_key_env = ""
         else:
             if not name:
                 raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
@@ -152,7 +153,8 @@ class LLMClassifier:
 
     def client(self, store: LLMStore | None = None) -> ChatClient:
         s = self.settings
-        return ChatClient(self.endpoint, store if store is not None else self.store, concurrency=s.concurrency,
+        return ChatClient(self.endpoint, store if store is not None else self.store,
+                          concurrency=s.concurrency or (2 if self.family == "local" else 4),
                           max_retries=s.max_retries, use_cache=s.cache)
 
     @property

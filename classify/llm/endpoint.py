@@ -101,6 +101,8 @@ class Endpoint:
 
     def api_key(self) -> str:
         """The key from the named environment variable; never stored, logged or echoed."""
+        if not self.api_key_env:  # a server we started ourselves: no key, and no user key sent to it
+            return "not-needed"
         key = os.environ.get(self.api_key_env)
         if key:
             return key

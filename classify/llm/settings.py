@@ -43,7 +43,7 @@ class LLMSettings:
     temperature: float | None = None  # default 0, or 0.7 when samples > 1
     max_tokens: int | None = None  # default 96, 320 with a rationale
     # robustness and cost
-    concurrency: int = 4
+    concurrency: int | None = None  # default 4; 2 for local servers (they answer one request at a time)
     max_retries: int = 6  # transport retries per request (429, 5xx, timeouts, connection)
     repair_retries: int = 2  # re-asks with the validation error fed back, per sample
     cache: bool = True  # read answers from the response cache (always written)
@@ -126,7 +126,7 @@ def parse_settings(extra: dict[str, Any]) -> LLMSettings:
         raise SettingsError(f"option layout: {s.layout!r} is not one of {', '.join(LAYOUTS)}")
     for name, lo in (("k", 1), ("samples", 1), ("concurrency", 1), ("max_chars", 200), ("example_chars", 100),
                      ("n_ctx", 512)):
-        if getattr(s, name) < lo:
+        if getattr(s, name) is not None and getattr(s, name) < lo:
             raise SettingsError(f"option {name}: must be at least {lo}, got {getattr(s, name)}")
     for name in ("max_retries", "repair_retries"):
         if getattr(s, name) < 0:
