@@ -123,10 +123,11 @@ def _llm_errors() -> tuple:
     """Exceptions an LLM run ends with that deserve a one-line message, not a traceback."""
     try:
         from classify.llm.client import LLMError
+        from classify.llm.endpoint import EndpointError
         from classify.llm.server import LocalServerError
     except ImportError:
         return ()
-    return (LLMError, LocalServerError)
+    return (LLMError, LocalServerError, EndpointError)
 
 
 def _dry_run(clf, records, what: str) -> None:

@@ -14,7 +14,7 @@ from classify.llm.estimate import dry_run_estimate, format_estimate
 from classify.models import ModelOptions, make_classifier
 from classify.records import Record
 from classify.taxonomy import load_taxonomy
-from tests.fake_openai_server import FakeOpenAI, expected_labels
+from fake_openai_server import FakeOpenAI, expected_labels
 
 TAX = load_taxonomy()
 DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}

@@ -10,7 +10,7 @@ from classify.llm.cache import LLMStore
 from classify.models import ModelOptions, make_classifier
 from classify.records import Record
 from classify.taxonomy import load_taxonomy
-from tests.fake_openai_server import FakeOpenAI
+from fake_openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # loads the sentence encoder
 

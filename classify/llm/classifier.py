@@ -167,8 +167,16 @@ class LLMClassifier:
 
     async def _predict_async(self, plans: list[Plan]) -> list[dict[str, Prediction]]:
         async with self.client() as client:
+            tasks = [asyncio.create_task(self._label_one(client, p)) for p in plans]
             try:
-                return list(await asyncio.gather(*(self._label_one(client, p) for p in plans)))
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                # A fatal error (bad key, unknown model) or Ctrl-C: stop the other requests before
+                # the client closes under them.
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
             finally:
                 self._add_stats(client.stats)
 
