@@ -37,11 +37,21 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 TaxonomyOpt = typer.Option(None, "--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")
 GoldOpt = typer.Option(None, "--gold", "-g", help="Gold set JSONL/CSV/Parquet (default: gold/reports.jsonl).")
-ModelOpt = typer.Option("embed-logreg", "--model", "-m", help="Model spec, e.g. embed-logreg, embed-knn, embed-centroid.")
+ModelOpt = typer.Option("embed-logreg", "--model", "-m", help="Model spec, e.g. embed-logreg, embed-knn, embed-centroid, openai:<model>, local:smollm2-135m.")
 EncoderOpt = typer.Option(None, "--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).")
 NoDiscOpt = typer.Option(False, "--no-discussion", help="Encode title + body only (default: title + body + discussion).")
 OptOpt = typer.Option([], "--opt", help="Model-specific option key=value (repeatable).")
 BatchOpt = typer.Option(32, "--batch-size", min=1, help="Encoder batch size.")
+# LLM models only (openai:<model>, local:<name>); everything else via --opt key=value (docs/llm.md).
+BaseUrlOpt = typer.Option(None, "--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")
+ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="LLM: environment variable holding the API key (default OPENAI_API_KEY).")
+StrategyOpt = typer.Option(None, "--strategy", help="LLM: zero-shot (default) or few-shot.")
+ShotsOpt = typer.Option(None, "--shots", min=1, help="LLM few-shot: examples per issue (default 4).")
+RationaleOpt = typer.Option(None, "--rationale/--no-rationale", help="LLM: ask for a short rationale before the labels.")
+SamplesOpt = typer.Option(None, "--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share).")
+ConcurrencyOpt = typer.Option(None, "--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
+DryRunOpt = typer.Option(False, "--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
+LLM_PREFIXES = ("openai:", "local:")
 
 
 class CliError(Exception):
@@ -107,6 +117,36 @@ def _options(encoder, no_discussion, opts, seed=0, progress=True, batch_size=32,
     merged = {**_parse_opts(opts), **{k: v for k, v in extra.items() if v is not None}}
     return ModelOptions(encoder=encoder, include_discussion=not no_discussion, seed=seed, show_progress=progress,
                         batch_size=batch_size, extra=merged)
+
+
+def _llm_extra(model: str, dry_run: bool = False, **given) -> dict:
+    """The LLM flags as ModelOptions.extra keys; an error when given for a non-LLM model."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not model.startswith(LLM_PREFIXES):
+        if given or dry_run:
+            flags = ", ".join("--" + {"k": "shots"}.get(k, k).replace("_", "-") for k in given) or "--dry-run"
+            _fail(f"{flags}: only for LLM models (openai:<model>, local:<name>), not {model!r}")
+        return {}
+    return given
+
+
+def _llm_errors() -> tuple:
+    """Exceptions an LLM run ends with that deserve a one-line message, not a traceback."""
+    try:
+        from classify.llm.client import LLMError
+        from classify.llm.endpoint import EndpointError
+        from classify.llm.server import LocalServerError
+    except ImportError:
+        return ()
+    return (LLMError, LocalServerError, EndpointError)
+
+
+def _dry_run(clf, records, what: str) -> None:
+    from classify.llm.estimate import dry_run_estimate, format_estimate
+
+    console.print(format_estimate(dry_run_estimate(clf, records)))
+    if what:
+        console.print(what)
 
 
 @taxonomy_app.command("show")
@@ -242,6 +282,14 @@ def eval_cmd(
     batch_size: int = BatchOpt,
     opt: list[str] = OptOpt,
     compare: Optional[Path] = typer.Option(None, "--compare", help="An earlier run folder (evals/<run>): report kappa then, now and the change."),
+    base_url: Optional[str] = BaseUrlOpt,
+    api_key_env: Optional[str] = ApiKeyEnvOpt,
+    strategy: Optional[str] = StrategyOpt,
+    shots: Optional[int] = ShotsOpt,
+    rationale: Optional[bool] = RationaleOpt,
+    samples: Optional[int] = SamplesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+    dry_run: bool = DryRunOpt,
 ):
     """Cross-validated agreement with gold (or --test FILE) -> evals/<timestamp>-<model>/."""
     from classify.evaluate import compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
@@ -257,7 +305,25 @@ def eval_cmd(
         except CompareError as e:
             _fail(str(e))
     tax, g = _task_gold(task, taxonomy, gold)
-    options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
+    llm = _llm_extra(model, dry_run, base_url=base_url, api_key_env=api_key_env, strategy=strategy, k=shots,
+                     rationale=rationale, samples=samples, concurrency=concurrency)
+    options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size, **llm)
+    if dry_run:
+        import numpy as np
+
+        from classify.models import make_classifier
+
+        try:
+            clf = make_classifier(model, tax, options)
+            clf.fit(g.records, g.labels)
+        except (ModelSpecError, ValueError) as e:
+            _fail(str(e))
+        recs = _task_gold(task, taxonomy, test)[1].records if test else g.records
+        if not test and limit is not None and limit < len(g):
+            recs = [g.records[int(i)] for i in np.random.default_rng(seed).permutation(len(g))[:limit]]
+        _dry_run(clf, recs, "" if test else "(few-shot examples here come from all of gold; cross-validation takes "
+                 "them from the training folds: same request count, similar tokens)")
+        return
     given_folds, folds_note = None, None
     if compare is not None and not test:
         from classify.compare import previous_folds
@@ -275,7 +341,7 @@ def eval_cmd(
             leaks = train_test_leaks(res)
             if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
                 _fail(f"evaluation leak: {len(leaks)} records predicted by a model trained on them")
-    except (ModelSpecError, ValueError) as e:
+    except (ModelSpecError, ValueError, *_llm_errors()) as e:
         _fail(str(e))
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
     if compare is not None:
@@ -308,6 +374,14 @@ def run_cmd(
     no_discussion: bool = NoDiscOpt,
     batch_size: int = BatchOpt,
     opt: list[str] = OptOpt,
+    base_url: Optional[str] = BaseUrlOpt,
+    api_key_env: Optional[str] = ApiKeyEnvOpt,
+    strategy: Optional[str] = StrategyOpt,
+    shots: Optional[int] = ShotsOpt,
+    rationale: Optional[bool] = RationaleOpt,
+    samples: Optional[int] = SamplesOpt,
+    concurrency: Optional[int] = ConcurrencyOpt,
+    dry_run: bool = DryRunOpt,
 ):
     """Train on gold and label every record of --input, with provenance on each row. Resumable."""
     from tqdm import tqdm
@@ -319,20 +393,29 @@ def run_cmd(
 
     t0 = time.perf_counter()
     tax = _load_tax(taxonomy)
-    if out.exists() and not force:
+    llm = _llm_extra(model, dry_run, base_url=base_url, api_key_env=api_key_env, strategy=strategy, k=shots,
+                     rationale=rationale, samples=samples, concurrency=concurrency)
+    if out.exists() and not force and not dry_run:
         _fail(f"{out} exists; pass --force to overwrite it")
-    if force:
+    if force and not dry_run:
         partial_path(out).unlink(missing_ok=True)
     try:
         records = strip_label_fields(read_records(input), tax.dimension_ids)
     except RecordsError as e:
         _fail(str(e))
     g = _load_gold(gold, tax)
-    options = _options(encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size)
+    options = _options(encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, **llm)
     try:
         clf = make_classifier(model, tax, options)
-    except ModelSpecError as e:
+    except (ModelSpecError, ValueError) as e:
         _fail(str(e))
+    if dry_run:
+        try:
+            clf.fit(g.records, g.labels)
+        except ValueError as e:
+            _fail(str(e))
+        _dry_run(clf, records, "(--screen would send fewer: only records screened as failure reports)" if screen else "")
+        return
     sig_parts = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
                  "gold": g.hash, "input": input_fingerprint(input)}
     screen_fn = None
@@ -356,6 +439,8 @@ def run_cmd(
                                 screen=screen_fn, prepare_progress=enc_bar.update)
     except RunError as e:
         _fail(str(e))
+    except _llm_errors() as e:
+        _fail(f"{e}\n(finished chunks are kept in the checkpoint: the same command resumes; cached answers are not asked again)")
     finally:
         enc_bar.close()
         bar.close()
@@ -364,6 +449,11 @@ def run_cmd(
     scr = f"; screened out as not failure reports: {summary.screened_out}" if screen else ""
     err.print(f"wrote {summary.total} rows to {out} ({summary.labeled} labeled now, {summary.resumed} resumed "
               f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s")
+    st = getattr(clf, "stats", None)
+    if st is not None and hasattr(st, "cache_hits"):
+        err.print(f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
+                  f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
+                  + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""))
 
 
 @app.command("report")
@@ -394,6 +484,24 @@ def report_cmd(
                       f"[{100 * sh['lo']:.1f}, {100 * sh['hi']:.1f}]" if sh["n"] else "-")
         console.print(t)
     console.print(f"report: {out}/report.html")
+
+
+@app.command("logs")
+def logs_cmd(
+    count: int = typer.Option(20, "--count", "-n", min=1, help="How many recent requests."),
+    run_id: Optional[str] = typer.Option(None, "--run", help="Only this run id."),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines with messages and responses."),
+):
+    """Recent LLM requests (newest first): outcome, HTTP status, tokens, latency. From the cache dir's llm.sqlite."""
+    from classify.llm.cache import default_db_path, format_logs, list_logs
+
+    rows = list_logs(count, run_id=run_id, full=as_json)
+    if as_json:
+        for r in rows:
+            console.print_json(json.dumps(r, ensure_ascii=False, default=str))
+    else:
+        console.print(format_logs(rows), highlight=False, markup=False, soft_wrap=True)
+        console.print(f"({default_db_path()})", highlight=False)
 
 
 def main():
