@@ -22,8 +22,12 @@ from classify.llm.prompts import Example, PromptSet
 from classify.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
 from classify.llm.settings import LLMSettings, parse_settings
 from classify.models import ModelOptions, ModelSpecError, Prediction, register
+from classify.paths import cache_dir
 from classify.records import Record
 from classify.taxonomy import Taxonomy
+
+
+_ENCODERS: dict[tuple, Any] = {}
 
 
 @dataclass
@@ -85,8 +89,12 @@ class LLMClassifier:
             from classify.embed import Encoder
             from classify.llm.fewshot import ExampleSelector
 
-            enc = Encoder(self.options.encoder, batch_size=self.options.batch_size,
-                          show_progress=self.options.show_progress, backend=self.settings.backend)
+            key = (self.options.encoder, self.options.batch_size, self.options.show_progress, self.settings.backend,
+                   str(cache_dir()), threading.get_ident())
+            enc = _ENCODERS.get(key)
+            if enc is None:  # one loaded encoder for all folds of a cross-validation
+                enc = _ENCODERS[key] = Encoder(self.options.encoder, batch_size=self.options.batch_size,
+                                               show_progress=self.options.show_progress, backend=self.settings.backend)
             self.selector = ExampleSelector(records, labels, self.taxonomy.dimension_ids, enc,
                                             self.options.include_discussion,
                                             require_complete=not self.settings.allow_null)
