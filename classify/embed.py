@@ -29,6 +29,11 @@ def resolve_encoder(name: str | None) -> tuple[str, str]:
     if name in (None, "", "default", DEFAULT_ENCODER_NAME, f"sentence-transformers/{DEFAULT_ENCODER_NAME}"):
         path = default_encoder_path()
         return str(path), f"{DEFAULT_ENCODER_NAME}|{_weights_sig(path)}"
+    from classify.encoders import packaged_path
+
+    packaged = packaged_path(name)
+    if packaged is not None:
+        return str(packaged), f"{packaged.name}|{_weights_sig(packaged)}"
     p = Path(name).expanduser()
     if p.exists():
         return str(p.resolve()), f"{p.name}|{_weights_sig(p)}"
