@@ -72,6 +72,7 @@ def register(prefix: str):
 def _load_builtin() -> None:
     # Imported here so `classify --help` stays fast: model families pull heavy libraries lazily.
     import classify.baselines  # noqa: F401
+    import classify.enhanced  # noqa: F401  (tfidf-embed, hier-*, finetune, ensemble)
 
     try:
         import classify.llm.classifier  # noqa: F401
