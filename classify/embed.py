@@ -97,6 +97,7 @@ class Encoder:
         backend: str = "torch",
     ):
         self.load_from, self.model_key = resolve_encoder(model)
+        self.weights_key = self.model_key  # the weights alone, whatever the backend
         self.name = model or DEFAULT_ENCODER_NAME
         self.backend = backend
         if backend != "torch":
@@ -120,6 +121,11 @@ class Encoder:
                 # A local folder needs no hub; stop libraries from trying to reach it.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            if self.backend.startswith("onnx"):
+                from classify.onnx_backend import OnnxSentenceEncoder
+
+                self._model = OnnxSentenceEncoder(self.load_from, self.weights_key, self.backend)
+                return self._model
             from sentence_transformers import SentenceTransformer
 
             kwargs = {"device": "cpu"}
