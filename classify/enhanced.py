@@ -15,6 +15,8 @@ Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys
   codebook=true      add one pseudo-example per category (name, definition, include cues):
                      the codebook is not gold data, and it gives classes with 2-3 gold items an
                      anchor
+  embed=true         add the sentence embeddings
+  char=false         add TF-IDF character 2-5 grams
   backend=torch      encoder backend for the frozen specs (torch, onnx, onnx-int8)
   ft_*               fine-tuning settings, see FineTuneConfig (ft_epochs, ft_top_layers, ...)
 
@@ -151,9 +153,14 @@ class FeatureClassifier:
         self.C = float(ex.get("C", 10.0))
         self.use_tfidf = _flag(ex, "tfidf", True)
         self.use_codebook = _flag(ex, "codebook", True)
+        self.use_embed = _flag(ex, "embed", True)
+        self.use_char = _flag(ex, "char", False)
+        if not (self.use_tfidf or self.use_embed or self.use_char):
+            raise ValueError(f"{spec}: tfidf, char and embed are all off; no features left")
         self.heads: dict[str, Any] = {}
         self.n_train_: dict[str, int] = {}
         self.vectorizer: TfidfVectorizer | None = None
+        self.char_vectorizer: TfidfVectorizer | None = None
 
     # -- embedding: subclasses override -------------------------------------------------------
     def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
@@ -170,7 +177,10 @@ class FeatureClassifier:
         parts = []
         if self.vectorizer is not None:
             parts.append(self.vectorizer.transform(texts))
-        parts.append(sparse.csr_matrix(self.embed_texts(texts)))
+        if self.char_vectorizer is not None:
+            parts.append(self.char_vectorizer.transform(texts))
+        if self.use_embed:
+            parts.append(sparse.csr_matrix(self.embed_texts(texts)))
         return sparse.hstack(parts).tocsr()
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "FeatureClassifier":
@@ -184,6 +194,11 @@ class FeatureClassifier:
             # min_df=2: a token seen in one training report is noise for a linear model this small.
             self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000)
             self.vectorizer.fit(texts)
+        if self.use_char:
+            # Character n-grams catch error identifiers (ptxas, libcudart.so.12, sm_90a) word tokens split.
+            self.char_vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2,
+                                                   sublinear_tf=True, max_features=100000)
+            self.char_vectorizer.fit(texts)
         X = self._features(texts)
         for d in dims:
             dim = self.taxonomy.dimensions[d]
@@ -216,7 +231,8 @@ class FeatureClassifier:
         return {
             "model": self.spec,
             "text": "title+body+discussion" if self.options.include_discussion else "title+body",
-            "features": ("tfidf-word-1-2+" if self.use_tfidf else "") + "embedding",
+            "features": "+".join(f for f, on in (("tfidf-word-1-2", self.use_tfidf), ("tfidf-char-2-5", self.use_char),
+                                                 ("embedding", self.use_embed)) if on),
             "codebook_examples": self.use_codebook,
             "hierarchical": self.hierarchical,
             "C": self.C,

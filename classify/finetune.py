@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,11 +28,13 @@ import numpy as np
 
 from classify.embed import resolve_encoder
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class FineTuneConfig:
-    top_layers: int = 2  # transformer layers trained; the ones below stay frozen (and cached)
-    epochs: int = 4
+    top_layers: int = 1  # transformer layers trained; the ones below stay frozen (and cached)
+    epochs: int = 3
     batch_size: int = 16
     lr: float = 1e-4
     temperature: float = 0.1
@@ -206,6 +209,7 @@ class FineTunedEncoder:
         rng = np.random.default_rng(self.cfg.seed)
         t0 = time.perf_counter()
         states = self.lower.states(texts)
+        log.info("lower-layer states for %d texts ready in %.1f s", len(texts), time.perf_counter() - t0)
         self.layers = self.lower.top_copy()
         self.layers.train()
         opt = torch.optim.AdamW(self.layers.parameters(), lr=self.cfg.lr, weight_decay=0.01)
@@ -241,6 +245,8 @@ class FineTunedEncoder:
                 opt.step()
                 self.log.steps += 1
                 self.log.losses.append(float(loss.detach()))
+            log.info("fine-tune epoch done: %d steps, loss %.3f, %.1f s", self.log.steps,
+                     float(np.mean(self.log.losses[-20:])) if self.log.losses else float("nan"), time.perf_counter() - t0)
         self.layers.eval()
         self.log.seconds = time.perf_counter() - t0
         return self
