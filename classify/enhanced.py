@@ -253,7 +253,7 @@ class FrozenEmbedClassifier(FeatureClassifier):
         return self.encoder.encode(texts)
 
     def embedder_provenance(self):
-        return {"encoder": self.encoder.model_key}
+        return {"encoder": self.encoder.model_key} if self.use_embed else {}
 
 
 class FineTunedClassifier(FeatureClassifier):
