@@ -5,7 +5,12 @@ sentences, each unique so nothing is cached) with the real CLI in a subprocess, 
 `SentenceTransformer.encode` of the same texts with the same model and batch size, in the same run.
 Then re-runs the CLI on the same input (every embedding cached).
 
-    python benchmarks/bench_embed.py [--n 1000] [--batch-size 32] [--backend torch|onnx]
+    python benchmarks/bench_embed.py [--n 1000] [--batch-size 32] [--backend torch|onnx|onnx-int8]
+    python benchmarks/bench_embed.py --compare-backends [--n 300]
+
+--compare-backends times a bare encode of the same texts with every backend in one run
+(torch, onnx, onnx-int8; ONNX models exported locally from the packaged weights on first use,
+export not timed) and prints texts/s and the ratio to torch. Target (issue #6): >= 2x torch.
 
 Targets (issue #2): pipeline <= 1.15 x bare encode; cached re-run of 1000 records < 5 s.
 The gold set's own embeddings are computed once before timing (a one-off training cost shared by
@@ -50,12 +55,50 @@ def run_cli(args: list[str], env: dict) -> float:
     return dt
 
 
+def compare_backends(a) -> None:
+    """Bare encode of the same texts per backend, same process, alternating passes; best pass kept."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-backends-"))
+    os.environ.update({"CLASSIFY_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"})
+    from classify.embed import Encoder
+
+    recs = synthetic_records(a.n)
+    texts = [f"{r['title']}\n\n{r['body']}" for r in recs]
+    backends = ["torch", "onnx", "onnx-int8"]
+    models = {}
+    for b in backends:
+        enc = Encoder(batch_size=a.batch_size, show_progress=False, backend=b, use_cache=False)
+        t0 = time.perf_counter()
+        models[b] = enc.model()
+        models[b].encode(texts[:8], batch_size=a.batch_size)  # warm-up
+        print(f"{b:10s} loaded (export/quantize on first use) in {time.perf_counter() - t0:5.1f} s", flush=True)
+    best = {b: float("inf") for b in backends}
+    vecs = {}
+    for _ in range(a.repeat):
+        for b in backends:  # alternate so a noisy neighbour hits every backend alike
+            t0 = time.perf_counter()
+            vecs[b] = models[b].encode(texts, batch_size=a.batch_size, normalize_embeddings=True)
+            best[b] = min(best[b], time.perf_counter() - t0)
+    import numpy as np
+
+    print(f"\n{a.n} texts (~200 tokens), batch size {a.batch_size}, best of {a.repeat} passes")
+    print(f"{'backend':10s} {'texts/s':>9s} {'x torch':>8s} {'min cos to torch':>17s}")
+    for b in backends:
+        cos = float(np.min(np.sum(vecs[b] * vecs["torch"], axis=1)))
+        print(f"{b:10s} {a.n / best[b]:9.1f} {best['torch'] / best[b]:8.2f} {cos:17.4f}")
+    print("agreement (kappa) per backend: `classify eval --model embed-logreg --opt backend=B`, see docs/agreement.md")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--backend", default="torch")
+    ap.add_argument("--compare-backends", action="store_true", help="Time torch, onnx and onnx-int8 on the same texts.")
+    ap.add_argument("--repeat", type=int, default=2, help="With --compare-backends: timed passes per backend (best kept).")
     a = ap.parse_args()
+    if a.compare_backends:
+        compare_backends(a)
+        return
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
     env = {**os.environ, "CLASSIFY_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}

