@@ -44,6 +44,13 @@ def run_label(meta: dict[str, Any]) -> str:
         label += f" {k}={v}"
     if opts.get("include_discussion") is False:
         label += " --no-discussion"
+    prov = meta.get("provenance") or {}
+    if not opts and prov.get("strategy"):
+        # LLM runs written before options were recorded: their prompting strategy tells them apart.
+        label += f" strategy={prov['strategy']}" + (f" k={prov['k']}" if "k" in prov else "")
+    limit = (meta.get("params") or {}).get("limit")
+    if limit:
+        label += f" (first {limit} records only)"
     return label
 
 

