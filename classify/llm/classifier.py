@@ -59,7 +59,8 @@ class LLMClassifier:
             alias = self.model_path.stem if name.lower().endswith(".gguf") else name
             self.endpoint: Endpoint = make_endpoint(
                 alias, base_url=None, dialect=s.dialect or "llama-cpp", structured=s.structured,
-                fold_system=s.fold_system, logprobs=s.logprobs, timeout=s.timeout or 600.0,
+                # logprobs off unless asked: they make the server compute logits for every prompt token
+                fold_system=s.fold_system, logprobs=bool(s.logprobs), timeout=s.timeout or 600.0,
                 identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}", key_required=False)
             self.endpoint.api_key_env = ""
         else:
@@ -111,7 +112,7 @@ class LLMClassifier:
         plans = self.plan(records)
         if self.family == "local" and plans:
             server = shared_server(self.model_path, self.endpoint.model, n_ctx=self.settings.n_ctx,
-                                   n_threads=self.settings.n_threads)
+                                   n_threads=self.settings.n_threads, logits_all=self.endpoint.logprobs)
             self.endpoint.base_url = server.base_url
         rows = _run(self._predict_async(plans)) if plans else []
         return {d: [row[d] for row in rows] for d in self.taxonomy.dimension_ids}

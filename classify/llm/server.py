@@ -82,6 +82,9 @@ class LocalServer:
     alias: str
     n_ctx: int = 8192
     n_threads: int | None = None
+    # Token logprobs need llama-cpp-python's logits_all, which computes and copies the output
+    # layer for every prompt position (an n_ctx x vocab float array: 1.6 GB at 8192 x 49152).
+    logits_all: bool = False
     host: str = "127.0.0.1"
     port: int | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
@@ -98,7 +101,8 @@ class LocalServer:
         threads = self.n_threads or max(1, min(4, os.cpu_count() or 1))
         return [sys.executable, "-m", "classify.llm.llama_serve", "--model", str(self.model_path),
                 "--model_alias", self.alias, "--n_ctx", str(self.n_ctx), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads), "--host", self.host, "--port", str(port), "--verbose", "False"]
+                "--n_threads_batch", str(threads), "--logits_all", str(bool(self.logits_all)),
+                "--host", self.host, "--port", str(port), "--verbose", "False"]
 
     def start(self, timeout: float = 300.0) -> "LocalServer":
         check_server_installed()
@@ -200,15 +204,16 @@ def _untrack(s: LocalServer) -> None:
                 del _RUNNING[k]
 
 
-def shared_server(model_path: Path, alias: str, n_ctx: int = 8192, n_threads: int | None = None) -> LocalServer:
+def shared_server(model_path: Path, alias: str, n_ctx: int = 8192, n_threads: int | None = None,
+                  logits_all: bool = False) -> LocalServer:
     """A running server for these settings, started on first use and reused (cross-validation
     builds one classifier per fold; they share one server)."""
-    key = (str(model_path), alias, n_ctx, n_threads)
+    key = (str(model_path), alias, n_ctx, n_threads, logits_all)
     with _LOCK:
         s = _RUNNING.get(key)
     if s is not None and s.alive():
         return s
-    s = LocalServer(Path(model_path), alias, n_ctx=n_ctx, n_threads=n_threads)
+    s = LocalServer(Path(model_path), alias, n_ctx=n_ctx, n_threads=n_threads, logits_all=logits_all)
     s.start()
     with _LOCK:
         _RUNNING[key] = s
