@@ -534,6 +534,56 @@ def leaderboard_cmd(
         console.print(f"wrote {out}")
 
 
+@app.command("learning-curve")
+def learning_curve_cmd(
+    model: str = ModelOpt,
+    gold: Optional[Path] = GoldOpt,
+    taxonomy: Optional[Path] = TaxonomyOpt,
+    fractions: str = typer.Option("0.2,0.4,0.6,0.8,1", "--fractions", help="Training fractions per fold, comma-separated."),
+    target: list[str] = typer.Option([], "--target", help="dimension=kappa to estimate the gold size for, e.g. symptom=0.85 "
+                                     "(repeatable; default: the coders' kappa per dimension)."),
+    folds: int = typer.Option(5, "--folds", "-k", min=2, help="Cross-validation folds."),
+    seed: int = typer.Option(0, help="Seed for folds, training samples and bootstrap."),
+    n_boot: int = typer.Option(500, min=100, help="Bootstrap resamples for kappa CIs."),
+    out_dir: Path = typer.Option(paths.EVALS_DIR, "--out-dir", help="Root folder for the report."),
+    encoder: Optional[str] = EncoderOpt,
+    no_discussion: bool = NoDiscOpt,
+    batch_size: int = BatchOpt,
+    opt: list[str] = OptOpt,
+):
+    """Cross-validated kappa vs gold size, and a rough estimate of the gold needed for a target kappa."""
+    from classify.learning_curve import extrapolate, learning_curve, parse_fractions, write_curve
+    from classify.models import ModelSpecError
+
+    if model.startswith(LLM_PREFIXES):
+        _fail("learning-curve trains models on gold; LLM specs learn only from few-shot examples (use eval --shots)")
+    try:
+        fr = parse_fractions(fractions)
+    except ValueError as e:
+        _fail(str(e))
+    tax, g = _task_gold("labels", taxonomy, gold)
+    names = [n for d, dim in tax.dimensions.items() for n in ([d, f"{d}_group"] if dim.groups else [d])]
+    targets: dict[str, float] = {}
+    for t in target:
+        name, _, val = t.partition("=")
+        if name not in names:
+            _fail(f"--target {t!r}: unknown dimension {name!r}; one of {', '.join(names)}")
+        try:
+            targets[name] = float(val)
+        except ValueError:
+            _fail(f"--target {t!r}: expected dimension=kappa, e.g. symptom=0.85")
+    options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
+    err.print(f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions {', '.join(f'{f:g}' for f in fr)}")
+    try:
+        curve = learning_curve(model, g, options, fr, k=folds, seed=seed, n_boot=n_boot, progress=err.print)
+    except (ModelSpecError, ValueError) as e:
+        _fail(str(e))
+    extra = extrapolate(curve, targets or dict(curve["coders"]), folds)
+    out = write_curve(curve, extra, out_dir)
+    console.print((out / "report.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+    console.print(f"wrote {out}")
+
+
 def main():
     app()
 

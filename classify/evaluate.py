@@ -67,14 +67,18 @@ def _subset_labels(gold: GoldSet, idx: list[int]) -> dict[str, list[str | None]]
 
 def cross_validate(
     spec: str, gold: GoldSet, options: ModelOptions | None = None, k: int = 5, seed: int = 0,
-    limit: int | None = None, progress=None, folds: list[int] | None = None,
+    limit: int | None = None, progress=None, folds: list[int] | None = None, train_fraction: float = 1.0,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only.
 
     `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
     training folds still use every other gold record. `folds` (one fold index per record) replaces
     the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
+    `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
+    learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
     """
+    if not 0 < train_fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
     options = options or ModelOptions(seed=seed)
     t0 = time.perf_counter()
     given_folds = folds is not None
@@ -95,6 +99,12 @@ def cross_validate(
         if not test:
             continue
         train = [i for i in range(n) if folds[i] != f]
+        if train_fraction < 1:
+            # One permutation per fold, cut at the fraction: nested samples, so a learning curve's
+            # points differ only by the records added, not by a fresh draw.
+            order = np.random.default_rng([seed, f]).permutation(len(train))
+            keep = max(1, int(np.ceil(train_fraction * len(train))))
+            train = sorted(train[int(j)] for j in order[:keep])
         train_recs = [gold.records[i] for i in train]
         test_recs = [gold.records[i] for i in test]
         clf = make_classifier(spec, gold.taxonomy, options)
@@ -111,7 +121,8 @@ def cross_validate(
             progress(f + 1, k)
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
     return EvalResult(spec, gold, preds, folds_out, train_ids, prov, time.perf_counter() - t0, "cv",
-                      {"k": k, "seed": seed, "limit": limit, **({"folds": "given"} if given_folds else {})})
+                      {"k": k, "seed": seed, "limit": limit, **({"folds": "given"} if given_folds else {}),
+                       **({"train_fraction": train_fraction} if train_fraction < 1 else {})})
 
 
 def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOptions | None = None) -> EvalResult:
