@@ -13,9 +13,10 @@ from classify.records import atomic_write_text, write_rows
 
 
 def run_dir_name(spec: str, when: datetime | None = None) -> str:
+    """<UTC timestamp>-<spec with options>, e.g. 20261130-060933-local_smollm2-135m_strategy_few-shot_k_2."""
     when = when or datetime.now(timezone.utc)
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_")
-    return f"{when.strftime('%Y%m%d-%H%M%S')}-{safe}"
+    safe = re.sub(r"[^A-Za-z0-9.-]+", "_", spec.replace(" --", " ")).strip("_")
+    return f"{when.strftime('%Y%m%d-%H%M%S')}-{safe[:90].rstrip('_')}"
 
 
 def _fmt_k(k: dict) -> str:
@@ -23,8 +24,8 @@ def _fmt_k(k: dict) -> str:
 
 
 def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_meta: dict | None = None) -> Path:
-    out = out_root / run_dir_name(res.spec)
-    out.mkdir(parents=True, exist_ok=True)
+    from classify.leaderboard import run_label
+
     tax, gold = res.gold.taxonomy, res.gold
     meta = {
         "model": res.spec,
@@ -41,6 +42,11 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **(extra_meta or {}),
     }
+    # The folder and report name the options too (encoder, strategy, shots...), so two runs of one
+    # spec with different settings are told apart without opening metrics.json.
+    meta["label"] = run_label(meta)
+    out = out_root / run_dir_name(meta["label"])
+    out.mkdir(parents=True, exist_ok=True)
     doc = {"meta": meta, **metrics}
     atomic_write_text(out / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
     write_rows(out / "predictions.jsonl", prediction_rows(res))
@@ -99,6 +105,7 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
     lines = [
         f"# Evaluation: `{meta['model']}`",
         "",
+        *([f"- run: `{meta['label']}`"] if meta.get("label", meta["model"]) != meta["model"] else []),
         f"- mode: {meta['mode']} {json.dumps(meta['params'])}",
         f"- taxonomy: {meta['taxonomy']} ({meta['taxonomy_fingerprint']}); gold: {meta['gold']} "
         f"({meta['n_gold']} records, hash {meta['gold_hash']})",

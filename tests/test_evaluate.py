@@ -80,3 +80,13 @@ def test_report_files(gold, cv_result, tmp_path):
     assert len(preds) == 407 and {"id", "fold", "gold_symptom", "symptom", "symptom_proba"} <= set(preds[0])
     assert (out / "confusion_symptom.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "coders' kappa" in (out / "report.md").read_text()
+
+
+def test_run_folder_and_report_name_the_options(cv_result, tmp_path):
+    m = compute_metrics(cv_result, n_boot=100)
+    meta = {"options": {"encoder": None, "include_discussion": True, "extra": {"strategy": "few-shot", "k": 2}}}
+    out = write_eval(cv_result, m, tmp_path, extra_meta=meta)
+    assert out.name.endswith("-tfidf-logreg_k_2_strategy_few-shot")
+    assert "- run: `tfidf-logreg k=2 strategy=few-shot`" in (out / "report.md").read_text()
+    plain = write_eval(cv_result, m, tmp_path / "plain")
+    assert plain.name.endswith("-tfidf-logreg") and "- run:" not in (plain / "report.md").read_text()
