@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from classify import paths
+from classify.models import LLM_PREFIXES
 from classify.cli_fetch import fetch_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Label issue reports against a taxonomy and measure agreement with coders.")
@@ -51,7 +52,6 @@ RationaleOpt = typer.Option(None, "--rationale/--no-rationale", help="LLM: ask f
 SamplesOpt = typer.Option(None, "--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share).")
 ConcurrencyOpt = typer.Option(None, "--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
 DryRunOpt = typer.Option(False, "--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
-LLM_PREFIXES = ("openai:", "local:")
 
 
 class CliError(Exception):
@@ -59,7 +59,10 @@ class CliError(Exception):
 
 
 def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, markup=True)
+    from rich.markup import escape
+
+    # escape: messages quote user input such as `ensemble:a[embed=false]+b`, which rich would eat as a tag.
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True)
     raise typer.Exit(2)
 
 
@@ -121,11 +124,13 @@ def _options(encoder, no_discussion, opts, seed=0, progress=True, batch_size=32,
 
 def _llm_extra(model: str, dry_run: bool = False, **given) -> dict:
     """The LLM flags as ModelOptions.extra keys; an error when given for a non-LLM model."""
+    from classify.ensemble import llm_members
+
     given = {k: v for k, v in given.items() if v is not None}
-    if not model.startswith(LLM_PREFIXES):
+    if not model.startswith(LLM_PREFIXES) and not llm_members(model):
         if given or dry_run:
             flags = ", ".join("--" + {"k": "shots"}.get(k, k).replace("_", "-") for k in given) or "--dry-run"
-            _fail(f"{flags}: only for LLM models (openai:<model>, local:<name>), not {model!r}")
+            _fail(f"{flags}: only for LLM models (openai:<model>, local:<name>, or an ensemble with one), not {model!r}")
         return {}
     return given
 
@@ -144,7 +149,9 @@ def _llm_errors() -> tuple:
 def _dry_run(clf, records, what: str) -> None:
     from classify.llm.estimate import dry_run_estimate, format_estimate
 
-    console.print(format_estimate(dry_run_estimate(clf, records)))
+    # An ensemble sends requests through its LLM members only: one estimate each.
+    for c in [clf] if hasattr(clf, "plan") else [m for m in getattr(clf, "members", []) if hasattr(m, "plan")]:
+        console.print(format_estimate(dry_run_estimate(c, records)))
     if what:
         console.print(what)
 
@@ -335,7 +342,7 @@ def eval_cmd(
         if test:
             res = evaluate_on_test(model, g, _task_gold(task, taxonomy, test)[1], options)
         else:
-            err.print(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
+            err.print(f"{model}: {folds}-fold cross-validation on {len(g)} gold records", markup=False)
             res = cross_validate(model, g, options, k=folds, seed=seed, limit=limit,
                                  progress=lambda f, k: err.print(f"  fold {f}/{k} done"), folds=given_folds)
             leaks = train_test_leaks(res)
@@ -429,7 +436,7 @@ def run_cmd(
         screen_fn = lambda recs: s_clf.predict(recs)["screening"]  # noqa: E731
         sig_parts["screen"] = {"model": screen_model, "gold": s_gold.hash, "taxonomy": s_tax.fingerprint()}
     sig = run_signature(sig_parts)
-    err.print(f"training {model} on {len(g)} gold records ({tax.label})")
+    err.print(f"training {model} on {len(g)} gold records ({tax.label})", markup=False)
     clf.fit(g.records, g.labels)
     prov = provenance_for(clf, g)
     if screen:
@@ -573,7 +580,8 @@ def learning_curve_cmd(
         except ValueError:
             _fail(f"--target {t!r}: expected dimension=kappa, e.g. symptom=0.85")
     options = _options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size)
-    err.print(f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions {', '.join(f'{f:g}' for f in fr)}")
+    err.print(f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions {', '.join(f'{f:g}' for f in fr)}",
+              markup=False)
     try:
         curve = learning_curve(model, g, options, fr, k=folds, seed=seed, n_boot=n_boot, progress=err.print)
     except (ModelSpecError, ValueError) as e:

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from classify.models import ModelOptions, ModelSpecError, Prediction, make_classifier, register
+from classify.models import LLM_PREFIXES, ModelOptions, ModelSpecError, Prediction, make_classifier, register
 from classify.records import Record
 from classify.taxonomy import Taxonomy
 
@@ -44,6 +44,23 @@ def parse_member(text: str) -> tuple[str, str | None, dict[str, Any]]:
         k, v = kv.split("=", 1)
         opts[k.strip()] = v.strip()
     return m.group("spec").strip(), m.group("encoder"), opts
+
+
+def llm_members(spec: str) -> list[str]:
+    """The LLM member specs of an inline ensemble spec (empty for anything else).
+
+    LLM flags given on the command line (--base-url, --strategy, --shots...) reach every member
+    through the shared options; the other members ignore keys they do not use.
+    """
+    if not spec.startswith("ensemble:"):
+        return []
+    out = []
+    for text in spec[len("ensemble:"):].split("+"):
+        if text.strip():
+            mspec = parse_member(text)[0]
+            if mspec.startswith(LLM_PREFIXES):
+                out.append(mspec)
+    return out
 
 
 class EnsembleClassifier:

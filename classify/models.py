@@ -61,6 +61,10 @@ class ModelSpecError(ValueError):
 _REGISTRY: dict[str, Callable[[str, Taxonomy, ModelOptions], Classifier]] = {}
 
 
+# Spec prefixes of the prompted-LLM classifiers (classify.llm); everything else trains on gold.
+LLM_PREFIXES = ("openai:", "local:")
+
+
 def register(prefix: str):
     def deco(fn):
         _REGISTRY[prefix] = fn

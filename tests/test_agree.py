@@ -238,3 +238,22 @@ def test_leaderboard_labels_tell_runs_apart():
     assert run_label({"model": "x", "provenance": {"encoder": "all-MiniLM-L6-v2|abc"}}) == "x"
     assert run_label({"model": "l", "provenance": {"strategy": "few-shot", "k": 2}, "params": {"limit": 40}}) \
         == "l strategy=few-shot k=2 (first 40 records only)"
+
+
+def test_cli_error_quotes_member_options_literally(tmp_path):
+    from typer.testing import CliRunner
+
+    from classify.cli import app
+
+    r = CliRunner().invoke(app, ["eval", "--model", "ensemble:tfidf-embed[embed=false]", "--out-dir", str(tmp_path)])
+    assert r.exit_code == 2
+    # rich would swallow "[embed=false]" as a markup tag if the message were not escaped
+    assert "ensemble:tfidf-embed[embed=false]: an ensemble needs at least two members" in r.output
+
+
+def test_llm_flags_are_accepted_for_ensembles_with_an_llm_member_only():
+    from classify.ensemble import llm_members
+
+    assert llm_members("ensemble:tfidf-embed[C=3]+openai:gpt-4o-mini+local:smollm2-135m@mpnet") == [
+        "openai:gpt-4o-mini", "local:smollm2-135m"]
+    assert llm_members("ensemble:tfidf-embed+embed-logreg") == [] and llm_members("openai:x") == []

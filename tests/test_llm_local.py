@@ -119,6 +119,29 @@ def test_local_few_shot_uses_training_records_only(tmp_path):
     assert prov["k"] == 2 and prov["encoder"] and prov["taxonomy"] == "mini@1"
 
 
+
+def test_ensemble_with_a_local_llm_member_combines_both_votes(tmp_path):
+    # The issue-6 path for a real server: a codebook-reading LLM beside a trained model, with
+    # model-model agreement as the confidence. Here it proves the plumbing, not the accuracy.
+    gold = load_gold(DEFAULT_GOLD, TAX)
+    spec = "ensemble:tfidf-embed[embed=false]+local:smollm2-135m"
+    clf = make_classifier(spec, TAX, ModelOptions(extra=dict(OPTS), show_progress=False))
+    llm = clf.members[1]
+    llm._store = LLMStore(tmp_path / "llm.sqlite")
+    clf.fit(gold.records[:120], {d: gold.labels[d][:120] for d in TAX.dimension_ids})
+    out = clf.predict(gold.records[120:123])
+    _valid(out)
+    for d, plist in out.items():
+        for p in plist:
+            assert len(p.extra["members"]) == 2 and p.extra["members"][1] in TAX.dimensions[d].ids
+            share = sum(m == p.label for m in p.extra["members"]) / 2
+            assert p.extra["agreement"] == share and p.label == max(p.proba, key=p.proba.get)
+            assert p.confidence == pytest.approx(p.proba[p.label] * share)
+    prov = clf.provenance()
+    assert [m["member"] for m in prov["members"]] == ["tfidf-embed[embed=false]", "local:smollm2-135m"]
+    assert len(prov["members"][1]["prompt_hash"]) == 16
+    assert len(list_logs(50, llm._store.path)) >= 3  # every LLM request logged
+
 def _gone(pid: int, wait: float = 15.0) -> bool:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
