@@ -7,7 +7,7 @@ folder with transformers 5.x; only its `[distill]` extra pins transformers < 5.4
 depends on `model2vec` and `skeletoken` directly instead): every vocabulary token is run through
 the transformer alone (as `[CLS] token [SEP]`) and mean-pooled, the table is reduced by PCA,
 and each row is scaled by a SIF weight from the token's Zipf rank (vocabulary order stands in
-for frequency). Inference uses model2vec's `StaticModel`; no transformer, no torch.
+for frequency). Inference uses model2vec's `StaticModel`: tokenizer + table lookup, torch never imported.
 
 The table lives in <cache dir>/model2vec/<weights key + distill settings>/ (StaticModel's
 `save_pretrained` layout) and is distilled once, atomically (~1 min for MiniLM's 30k word pieces
@@ -16,7 +16,7 @@ vectors of another table.
 
 Settings: model2vec's defaults (256 PCA dims, SIF 1e-4, max 512 tokens per text) except that
 the table is kept in float32 (30 MB instead of 15 MB: averaging float16 rows in numpy measured
-~15% slower, and the rows come out exactly unit length). Speed and agreement: docs/agreement.md.
+~15% slower, and float32 keeps the distilled values unrounded). Speed and agreement: docs/agreement.md.
 """
 
 from __future__ import annotations
