@@ -16,6 +16,9 @@ import numpy as np
 from classify.paths import cache_dir
 
 DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
+# torch: sentence-transformers; onnx / onnx-int8: classify.onnx_backend; model2vec: a static
+# table distilled from the same weights, classify.static_backend.
+BACKENDS = ("torch", "onnx", "onnx-int8", "model2vec")
 
 
 def default_encoder_path() -> Path:
@@ -96,12 +99,18 @@ class Encoder:
         use_cache: bool = True,
         backend: str = "torch",
     ):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown encoder backend {backend!r}; known: {', '.join(BACKENDS)}")
         self.load_from, self.model_key = resolve_encoder(model)
         self.weights_key = self.model_key  # the weights alone, whatever the backend
         self.name = model or DEFAULT_ENCODER_NAME
         self.backend = backend
         if backend != "torch":
             self.model_key += f"|{backend}"
+        if backend == "model2vec":
+            from classify.static_backend import settings_tag
+
+            self.model_key += f":{settings_tag()}"  # other distill settings, other vectors
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.use_cache = use_cache
@@ -126,12 +135,14 @@ class Encoder:
 
                 self._model = OnnxSentenceEncoder(self.load_from, self.weights_key, self.backend)
                 return self._model
+            if self.backend == "model2vec":
+                from classify.static_backend import StaticSentenceEncoder
+
+                self._model = StaticSentenceEncoder(self.load_from, self.weights_key)
+                return self._model
             from sentence_transformers import SentenceTransformer
 
-            kwargs = {"device": "cpu"}
-            if self.backend != "torch":
-                kwargs["backend"] = self.backend
-            self._model = SentenceTransformer(self.load_from, **kwargs)
+            self._model = SentenceTransformer(self.load_from, device="cpu")
         return self._model
 
     def _encode_raw(self, texts: list[str]) -> np.ndarray:

@@ -17,7 +17,7 @@ Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys
                      anchor
   embed=true         add the sentence embeddings
   char=false         add TF-IDF character 2-5 grams
-  backend=torch      encoder backend for the frozen specs (torch, onnx, onnx-int8)
+  backend=torch      encoder backend for the frozen specs (torch, onnx, onnx-int8, model2vec)
   ft_*               fine-tuning settings, see FineTuneConfig (ft_epochs, ft_top_layers, ...)
 
 Hierarchical predictions carry `extra["group"]`, `extra["group_confidence"]` and
