@@ -121,8 +121,13 @@ def learning_curve(
         if progress:
             progress(f"  fraction {frac:g}: " + ", ".join(f"{n} {v['kappa']:.3f}" for n, v in dims.items()))
     coders = {name: c["kappa"] for name, c in metrics.get("coders", {}).items()}
-    return {"model": spec, "k": k, "seed": seed, "n_gold": len(gold), "points": points,
-            "coders": coders, "provenance": res.provenance}
+    opts = options or ModelOptions(seed=seed)
+    run_opts = {"encoder": opts.encoder, "include_discussion": opts.include_discussion, "extra": opts.extra}
+    from classify.leaderboard import run_label
+
+    return {"model": spec, "label": run_label({"model": spec, "options": run_opts}), "options": run_opts,
+            "k": k, "seed": seed, "n_gold": len(gold), "points": points, "coders": coders,
+            "provenance": res.provenance}
 
 
 def extrapolate(curve: dict[str, Any], targets: dict[str, float], k: int) -> dict[str, Any]:
@@ -151,7 +156,7 @@ def extrapolate(curve: dict[str, Any], targets: dict[str, float], k: int) -> dic
 
 
 def write_curve(curve: dict[str, Any], extra: dict[str, Any], out_root: Path) -> Path:
-    out = out_root / run_dir_name(f"learning-curve-{curve['model']}")
+    out = out_root / run_dir_name(f"learning-curve-{curve.get('label', curve['model'])}")
     out.mkdir(parents=True, exist_ok=True)
     doc = {**curve, "extrapolation": extra, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     # curve.json, not metrics.json: the leaderboard reads metrics.json and must not list this folder.
@@ -186,7 +191,7 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("labeled training records per fold")
     ax.set_ylabel("Cohen's kappa vs gold (95% CI)")
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.02)
-    ax.set_title(f"Learning curve: {doc['model']} (dashed: fit, extrapolated to 4x; dotted: coders)", fontsize=9)
+    ax.set_title(f"Learning curve: {doc.get('label', doc['model'])} (dashed: fit, extrapolated to 4x; dotted: coders)", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -196,7 +201,7 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
 def render_markdown(doc: dict[str, Any]) -> str:
     names = list(doc["points"][0]["dimensions"])
     lines = [
-        f"# Learning curve: `{doc['model']}`",
+        f"# Learning curve: `{doc.get('label', doc['model'])}`",
         "",
         f"{doc['k']}-fold cross-validation on {doc['n_gold']} gold records, the same folds at every point; "
         "each fold's model trains on a nested, seeded fraction of its training records. "
@@ -234,7 +239,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             need = f"more than {MAX_EXTRAPOLATION}x today's gold (> {MAX_EXTRAPOLATION * doc['n_gold']:,})"
         else:
             need = f"~{e['gold_needed']:,}"
-        lines.append(f"| {n} | {fit['a']:.3f} | {now:.3f} | " if fit else f"| {n} | - | {now:.3f} | ")
+        # a at its upper bound: the points show no saturation yet, so the estimate rests on the slope alone.
+        plateau = (f"{fit['a']:.3f}" + (" (bound: no saturation seen)" if fit["a"] >= 0.999 else "")) if fit else "-"
+        lines.append(f"| {n} | {plateau} | {now:.3f} | ")
         lines[-1] += f"{coders:.3f} | " if coders is not None else "- | "
         lines[-1] += f"{target:.3f} | {need} |" if target is not None else f"- | {need} |"
     lines += ["", "![learning curve](learning_curve.png)", ""]

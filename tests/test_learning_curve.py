@@ -68,9 +68,11 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
     g = write_jsonl(tmp_path / "gold.jsonl", gold_rows[:150])
     out_root = tmp_path / "evals"
     r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--gold", str(g), "--fractions", "0.4,0.7,1",
-                            "--folds", "3", "--n-boot", "100", "--target", "symptom=0.9", "--out-dir", str(out_root)])
+                            "--folds", "3", "--n-boot", "100", "--target", "symptom=0.9", "--opt", "C=3",
+                            "--out-dir", str(out_root)])
     assert r.exit_code == 0, r.output
     (run,) = list(out_root.iterdir())
+    assert run.name.endswith("-learning-curve-tfidf-logreg_C_3")  # options name the run, as in eval
     doc = json.loads((run / "curve.json").read_text())
     assert [p["fraction"] for p in doc["points"]] == [0.4, 0.7, 1.0]
     n = [p["dimensions"]["symptom"]["n_train"] for p in doc["points"]]
