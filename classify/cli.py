@@ -42,6 +42,7 @@ ModelOpt = typer.Option("embed-logreg", "--model", "-m", help="Model spec, e.g. 
 EncoderOpt = typer.Option(None, "--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).")
 NoDiscOpt = typer.Option(False, "--no-discussion", help="Encode title + body only (default: title + body + discussion).")
 OptOpt = typer.Option([], "--opt", help="Model-specific option key=value (repeatable).")
+FoldsOpt = typer.Option(5, "--folds", "-k", min=2, help="Cross-validation folds.")
 BatchOpt = typer.Option(32, "--batch-size", min=1, help="Encoder batch size.")
 # LLM models only (openai:<model>, local:<name>); everything else via --opt key=value (docs/llm.md).
 BaseUrlOpt = typer.Option(None, "--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")
@@ -279,7 +280,7 @@ def eval_cmd(
     taxonomy: Optional[Path] = TaxonomyOpt,
     task: str = typer.Option("labels", "--task", help="labels (symptom/root cause on gold/reports.jsonl) or screening (failure report or not, on gold/screening.jsonl)."),
     test: Optional[Path] = typer.Option(None, "--test", help="Evaluate on this labeled file instead of cross-validating (train on all of gold)."),
-    folds: int = typer.Option(5, "--folds", "-k", min=2, help="Cross-validation folds."),
+    folds: int = FoldsOpt,
     seed: int = typer.Option(0, help="Seed for folds and bootstrap."),
     limit: Optional[int] = typer.Option(None, help="Evaluate only this many gold records (seeded sample); training folds use all."),
     n_boot: int = typer.Option(1000, min=100, help="Bootstrap resamples for kappa CIs."),
@@ -360,8 +361,7 @@ def eval_cmd(
         metrics["comparison"] = compare_metrics(metrics, new_meta, compare, new_gold)
         metrics["comparison"]["folds"] = folds_note
     # Options name the run in `classify leaderboard` (same spec, other encoder = other row).
-    run_opts = {"encoder": encoder, "include_discussion": not no_discussion, "extra": options.extra}
-    out = write_eval(res, metrics, out_dir, extra_meta={"options": run_opts})
+    out = write_eval(res, metrics, out_dir, extra_meta={"options": options.run_meta()})
     _print_metrics(metrics, model, out)
     if compare is not None:
         _print_comparison(metrics["comparison"])
@@ -549,7 +549,7 @@ def learning_curve_cmd(
     fractions: str = typer.Option("0.2,0.4,0.6,0.8,1", "--fractions", help="Training fractions per fold, comma-separated."),
     target: list[str] = typer.Option([], "--target", help="dimension=kappa to estimate the gold size for, e.g. symptom=0.85 "
                                      "(repeatable; default: the coders' kappa per dimension)."),
-    folds: int = typer.Option(5, "--folds", "-k", min=2, help="Cross-validation folds."),
+    folds: int = FoldsOpt,
     seed: int = typer.Option(0, help="Seed for folds, training samples and bootstrap."),
     n_boot: int = typer.Option(500, min=100, help="Bootstrap resamples for kappa CIs."),
     out_dir: Path = typer.Option(paths.EVALS_DIR, "--out-dir", help="Root folder for the report."),

@@ -121,8 +121,7 @@ def learning_curve(
         if progress:
             progress(f"  fraction {frac:g}: " + ", ".join(f"{n} {v['kappa']:.3f}" for n, v in dims.items()))
     coders = {name: c["kappa"] for name, c in metrics.get("coders", {}).items()}
-    opts = options or ModelOptions(seed=seed)
-    run_opts = {"encoder": opts.encoder, "include_discussion": opts.include_discussion, "extra": opts.extra}
+    run_opts = (options or ModelOptions(seed=seed)).run_meta()
     from classify.leaderboard import run_label
 
     return {"model": spec, "label": run_label({"model": spec, "options": run_opts}), "options": run_opts,

@@ -41,6 +41,10 @@ class ModelOptions:
     # Anything model-family specific (LLM endpoint, strategy, k, ...).
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def run_meta(self) -> dict[str, Any]:
+        """The options that tell two runs of one spec apart (recorded in reports, named in folders)."""
+        return {"encoder": self.encoder, "include_discussion": self.include_discussion, "extra": self.extra}
+
 
 class Classifier(Protocol):
     spec: str

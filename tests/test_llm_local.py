@@ -142,6 +142,7 @@ def test_ensemble_with_a_local_llm_member_combines_both_votes(tmp_path):
     assert len(prov["members"][1]["prompt_hash"]) == 16
     assert len(list_logs(50, llm._store.path)) >= 3  # every LLM request logged
 
+
 def _gone(pid: int, wait: float = 15.0) -> bool:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -156,7 +157,8 @@ def _gone(pid: int, wait: float = 15.0) -> bool:
 
 
 SCRIPT = textwrap.dedent("""
-    import sys
+    import faulthandler, signal, sys
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a stack dump if we hang
     from classify.llm.server import shared_server, resolve_local_model
     from classify.models import ModelOptions, make_classifier
     from classify.records import Record
@@ -189,8 +191,15 @@ def test_local_server_is_stopped_on_ctrl_c_and_on_errors(tmp_path, how):
         if how == "ctrl-c":
             time.sleep(2)  # mid-request
             p.send_signal(signal.SIGINT)
-        p.wait(60)
-        err = p.stderr.read()
+        try:
+            # communicate, not wait: a child blocked writing to a full stderr pipe would never exit
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            p.kill()
+            _, err = p.communicate()
+            pytest.fail(f"the run did not exit within 60 s of {how}; its stacks:\n{err[-6000:]}")
         assert p.returncode != 0
         assert ("KeyboardInterrupt" in err) if how == "ctrl-c" else ("boom" in err)
         assert _gone(server_pid), f"llama.cpp server {server_pid} still running after {how}"
