@@ -77,11 +77,12 @@ def _load_tax(path):
 
 
 def _load_gold(path, tax):
-    from classify.gold import load_gold
     from classify.records import RecordsError
+    from classify.review.goldfile import load_gold_for
 
     try:
-        return load_gold(path or paths.DEFAULT_GOLD, tax)
+        # the taxonomy decides the reader: a screening codebook reads `failure_report` booleans
+        return load_gold_for(path, tax)
     except RecordsError as e:
         _fail(str(e))
 
@@ -441,6 +442,7 @@ def run_cmd(
     prov = provenance_for(clf, g)
     if screen:
         prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+        prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
     enc_bar = tqdm(total=len(records), desc="encoding", unit="rec", file=sys.stderr, delay=0.5)
     bar = tqdm(total=len(records), desc="labeling", unit="rec", file=sys.stderr)
     try:

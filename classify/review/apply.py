@@ -4,6 +4,8 @@ Every label that changes (or is confirmed) gets an entry in the item's `review_h
 new label, reason, reviewer, date. Merges and splits rewrite gold and coder labels alike; if any
 label would be left without a category in the new codebook, nothing is written and the items are
 listed. Everything is computed and validated in memory first, then both files are written.
+The new gold keeps the input file's encoding (goldfile.py): a screening file stays
+`failure_report: true/false`, and rows no decision touched keep their lines byte for byte.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 import yaml
 
 from classify.gold import GoldSet, gold_from_records
-from classify.records import RecordsError, atomic_write_text, to_record, write_rows
+from classify.records import RecordsError, atomic_write_text, to_record
+from classify.review import goldfile
 from classify.review.decisions import check_decisions
 from classify.review.proposals import UNMAPPED, Change, ProposalError, apply_changes, collect_changes
 from classify.review.queue import check_queue_matches
@@ -31,7 +34,7 @@ class ApplyError(ValueError):
 
 @dataclass
 class ApplyPlan:
-    gold_rows: list[dict]
+    gold_rows: list[dict]  # label-valued, one dimension field per taxonomy dimension
     taxonomy: Taxonomy  # the taxonomy the new gold is valid against (new version, or the old one)
     taxonomy_raw: dict | None  # the new codebook document, None when no proposal changed it
     changes: list[Change]
@@ -40,6 +43,8 @@ class ApplyPlan:
     ambiguous: int = 0
     added: list[str] = field(default_factory=list)
     gold: GoldSet | None = None
+    file_rows: list[dict] = field(default_factory=list)  # gold_rows in the input file's encoding: what is written
+    source: Path | None = None  # the input gold file
 
 
 def next_gold_path(gold_path: Path) -> Path:
@@ -138,6 +143,16 @@ def plan_apply(
         plan.gold = gold_from_records([to_record(r) for r in plan.gold_rows], new_tax, "<new gold>")
     except RecordsError as e:  # a label the new codebook lacks that no remap covers
         raise ApplyError(f"the new gold would not validate against {new_tax.label}: {e}") from e
+    # Written in the input's own encoding (screening: failure_report booleans), and read back the
+    # way the loader will read the file: the labels must survive the round trip unchanged.
+    try:
+        plan.file_rows = goldfile.file_rows(plan.gold_rows, gold)
+        again = goldfile.gold_from_rows(plan.file_rows, new_tax)
+    except (ValueError, RecordsError) as e:
+        raise ApplyError(f"the new gold cannot be written in the encoding of its input: {e}") from e
+    if (again.ids, again.labels, again.coders) != (plan.gold.ids, plan.gold.labels, plan.gold.coders):
+        raise ApplyError(f"the new gold would not read back with the labels decided (encoding of {gold.path})")
+    plan.source = gold.path
     return plan
 
 
@@ -195,7 +210,7 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
         parse_taxonomy(yaml.safe_load(text), out_taxonomy)
         atomic_write_text(out_taxonomy, text)
     try:
-        write_rows(out_gold, plan.gold_rows)
+        goldfile.write_gold(out_gold, plan.file_rows or plan.gold_rows, plan.source)
     except BaseException:
         # the pair is written together or not at all: a lone taxonomy would block the retry
         if plan.taxonomy_raw is not None and out_taxonomy:

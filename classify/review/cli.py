@@ -64,8 +64,8 @@ def _decisions_path(queue: Path, decisions: Path | None) -> Path:
 
 def _load(queue_path: Path, gold: Path | None, taxonomy: Path | None):
     """Queue, taxonomy and gold, checked to belong together."""
-    from classify.gold import load_gold
     from classify.records import RecordsError
+    from classify.review.goldfile import load_gold_for
     from classify.review.queue import check_queue_matches
     from classify.review.schema import QueueError, load_queue
     from classify.taxonomy import TaxonomyError, load_taxonomy
@@ -73,7 +73,7 @@ def _load(queue_path: Path, gold: Path | None, taxonomy: Path | None):
     try:
         q = load_queue(queue_path)
         tax = load_taxonomy(taxonomy or q.meta.taxonomy_path)
-        g = load_gold(gold or q.meta.gold_path, tax)
+        g = load_gold_for(gold or q.meta.gold_path, tax)
         check_queue_matches(q, g)
     except (QueueError, TaxonomyError, RecordsError) as e:
         _fail(str(e))
@@ -98,8 +98,9 @@ def build(
     labels: list[Path] = typer.Option([], "--labels", "-l", help="`classify run` output on unlabeled data; repeatable."),
     inputs: list[Path] = typer.Option([], "--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl)."),
     notes: Optional[Path] = typer.Option(None, "--notes", help="Adjudication notes (JSONL with id + note, e.g. gold/adjudication.jsonl): queue items whose note has a CODEBOOK: proposal."),
-    gold: Optional[Path] = typer.Option(None, "--gold", "-g", help="Gold set (default: gold/reports.jsonl)."),
-    taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", "-t", help="Codebook (default: codebook/taxonomy-v1.yaml)."),
+    task: Optional[str] = typer.Option(None, "--task", help="labels (default) or screening: shorthand for -t codebook/screening-v1.yaml, as in `classify eval --task screening`."),
+    gold: Optional[Path] = typer.Option(None, "--gold", "-g", help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy)."),
+    taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", "-t", help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml)."),
     dimension: list[str] = typer.Option([], "--dimension", help="Only these dimensions (repeatable; default all)."),
     min_confidence: float = typer.Option(0.5, min=0.0, max=1.0, help="--labels: queue labels below this confidence."),
     no_cleanlab: bool = typer.Option(False, "--no-cleanlab", help="Skip cleanlab's likely-mislabeled check on eval runs."),
@@ -108,17 +109,25 @@ def build(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing queue (decisions made on it may become stale)."),
 ):
     """Collect the items worth a human look, each with its reasons, most instructive first."""
-    from classify.gold import load_gold
     from classify.records import RecordsError
+    from classify.review.goldfile import is_screening, load_gold_for
     from classify.review.queue import build_queue
     from classify.review.schema import QueueError, save_queue
+    from classify.screening import SCREENING_TAXONOMY
     from classify.taxonomy import TaxonomyError, load_taxonomy
 
+    if task not in (None, "labels", "screening"):
+        _fail(f"--task must be labels or screening, not {task!r}")
     if out.exists() and not force:
         _fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")
     try:
-        tax = load_taxonomy(taxonomy)
-        g = load_gold(gold or paths.DEFAULT_GOLD, tax)
+        # The taxonomy decides how gold is read (goldfile.py); --task only picks the default codebook.
+        tax = load_taxonomy(taxonomy or (SCREENING_TAXONOMY if task == "screening" else None))
+        if task is not None and is_screening(tax) != (task == "screening"):
+            _fail(f"--task {task} does not fit {tax.path} ({tax.label}): "
+                  + ("a screening taxonomy has the dimension 'screening' with the category 'failure_report'"
+                     if task == "screening" else "it is a screening taxonomy; use --task screening"))
+        g = load_gold_for(gold, tax)
         if labels and not inputs:
             inputs = [paths.DEFAULT_INPUT]
         q, counts = build_queue(g, eval_runs, labels, inputs, notes, dimension or None, min_confidence,
@@ -238,6 +247,7 @@ def apply(
     """Write a new gold version (with per-item history) and, if proposals were made, a new taxonomy version."""
     from classify.review.apply import ApplyError, next_gold_path, next_taxonomy_path, plan_apply, write_plan
     from classify.review.decisions import DecisionsError, read_decisions
+    from classify.review.goldfile import is_screening
 
     q, tax, g = _load(queue, gold, taxonomy)
     path = _decisions_path(queue, decisions)
@@ -272,7 +282,8 @@ def apply(
     except ApplyError as e:
         _fail(str(e))
     tax_arg = new_tax_path or _show(tax.path)
+    task_arg = "--task screening " if is_screening(tax) else ""
     console.print(f"wrote {out_gold} ({len(plan.gold_rows)} records, valid against {plan.taxonomy.label})"
                   + (f" and {new_tax_path} ({plan.taxonomy.label})" if new_tax_path else "")
-                  + f"\nre-evaluate: classify eval -g {out_gold} -t {tax_arg} --compare <previous eval run>",
+                  + f"\nre-evaluate: classify eval {task_arg}-g {out_gold} -t {tax_arg} --compare <previous eval run>",
                   highlight=False)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from classify import screening
 from classify.gold import GoldSet
 from classify.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
 from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason
@@ -63,7 +64,7 @@ def _check_eval_matches(run: EvalRun, gold: GoldSet) -> None:
     if run.meta.get("taxonomy") != tax.label or (fp and fp != tax.fingerprint()):
         raise QueueError(
             f"{run.path}: evaluated against taxonomy {run.meta.get('taxonomy')} ({fp}), "
-            f"but the queue uses {tax.label} ({tax.fingerprint()}); pass the run's --taxonomy or evaluate again"
+            f"but the queue uses {tax.label} ({tax.fingerprint()}); pass the run's --taxonomy (--task screening for a screening run) or evaluate again"
         )
     if run.meta.get("gold_hash") != gold.hash:
         raise QueueError(
@@ -143,14 +144,31 @@ def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> 
     return n_flagged
 
 
-def _load_label_run(path: Path, taxonomy_label: str) -> list[dict]:
+def row_taxonomy(row: dict, dim: str) -> str | None:
+    """The taxonomy a labels row's `dim` label was made with.
+
+    `classify run --screen` labels `screening` with a separate model and taxonomy: its rows carry
+    `taxonomy` (symptom, root cause) and `screening_taxonomy` (older outputs only name it inside
+    `screening_model`: "embed-logreg (screening@1, gold ...)"). Any dimension may do the same.
+    """
+    if row.get(f"{dim}_taxonomy"):
+        return str(row[f"{dim}_taxonomy"])
+    m = re.search(r"\(([^,()]+@[^,()]+), gold ", str(row.get(f"{dim}_model") or ""))
+    return m.group(1) if m else row.get("taxonomy")
+
+
+def _load_label_run(path: Path, taxonomy_label: str, dims: list[str]) -> list[dict]:
     try:
         rows = read_rows(path)
     except RecordsError as e:
         raise QueueError(str(e)) from e
-    other = sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy") not in (None, taxonomy_label)})
+    other = sorted({str(t) for r in rows for d in dims if d in r
+                    for t in [row_taxonomy(r, d)] if t not in (None, taxonomy_label)})
     if other:
         raise QueueError(f"{path}: labeled with taxonomy {', '.join(other)}, but the queue uses {taxonomy_label}")
+    if not any(d in r for r in rows for d in dims):
+        raise QueueError(f"{path}: no {', '.join(dims)} labels in it (labeled with another taxonomy? "
+                         f"screening labels come from `classify run --screen`)")
     if any(not r.get("id") for r in rows):
         raise QueueError(f"{path}: rows without id")
     return rows
@@ -160,10 +178,11 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
     by_run: dict[str, dict[str, dict]] = {name: {str(r["id"]): r for r in rows} for name, rows in runs.items()}
     for name, rows in by_run.items():
         for rid, row in rows.items():
-            model = str(row.get("model") or name)
             for d in dims:
                 if d not in row:
                     continue
+                # `<dim>_model`: the dimension was labeled by another model (run --screen's screening_model)
+                model = str(row.get(f"{d}_model") or row.get("model") or name)
                 label, conf = row.get(d), row.get(f"{d}_confidence")
                 status = row.get(f"{d}_status") or "ok"
                 views[(rid, d)].append(ModelView(source=name, model=model, label=label, confidence=conf,
@@ -186,7 +205,8 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
                         continue
                     ca, cb = ra[rid].get(f"{d}_confidence"), rb[rid].get(f"{d}_confidence")
                     w = min(c if c is not None else 0.5 for c in (ca, cb))
-                    ma, mb = ra[rid].get("model") or names[a], rb[rid].get("model") or names[b]
+                    ma = ra[rid].get(f"{d}_model") or ra[rid].get("model") or names[a]
+                    mb = rb[rid].get(f"{d}_model") or rb[rid].get("model") or names[b]
                     reasons[(rid, d)].append(Reason(
                         kind="models_disagree", source=f"{names[a]} vs {names[b]}", weight=float(w),
                         detail=f"{ma} says {la} ({_fmt(ca)}), {mb} says {lb} ({_fmt(cb)})"))
@@ -198,17 +218,29 @@ def codebook_part(note: str | None) -> str | None:
     return note.split("CODEBOOK:", 1)[1].strip()
 
 
+# Category ids that are also everyday words: "some other configuration" is not about the screening
+# category `other`, so these never name a dimension on their own.
+GENERIC_IDS = frozenset({"other", "others", "none", "unknown", "unclear", "misc"})
+# Words notes use for a dimension besides its ids. The coders' notes call screening "a failure
+# report" in prose and give its verdict as a bare true/false (the only boolean they code), e.g.
+# "is a request (false)", "leave the thread false".
+NOTE_PHRASES: dict[str, tuple[str, ...]] = {
+    screening.DIM: (r"(?i)\bfailure[ -]reports?\b", r"(?<![\w=])(?:true|false)(?![\w=])"),
+}
+
+
 def note_dimensions(text: str, taxonomy) -> list[str]:
     """Dimensions a codebook proposal concerns: those it names, or whose categories it names."""
     out = []
     for d, dim in taxonomy.dimensions.items():
-        names = [d] + dim.ids
-        if any(re.search(rf"(?<![a-z_]){re.escape(n)}(?![a-z_])", text) for n in names):
+        names = [n for n in [d] + dim.ids if n not in GENERIC_IDS]
+        pats = [rf"(?<![a-z_]){re.escape(n)}(?![a-z_])" for n in names] + list(NOTE_PHRASES.get(d, ()))
+        if any(re.search(p, text) for p in pats):
             out.append(d)
     return out
 
 
-def _note_reasons(path: Path, gold: GoldSet, dims, reasons) -> int:
+def _note_reasons(path: Path, gold: GoldSet, dims, reasons, notes_by_id: dict[str, str]) -> int:
     try:
         rows = read_rows(path)
     except RecordsError as e:
@@ -217,9 +249,12 @@ def _note_reasons(path: Path, gold: GoldSet, dims, reasons) -> int:
     n = 0
     for row in rows:
         rid = str(row.get("id"))
-        text = codebook_part(row.get("note") or row.get("adjudication_note"))
+        note = row.get("note") or row.get("adjudication_note")
+        if note and rid in in_gold:
+            notes_by_id[rid] = note
+        text = codebook_part(note)
         if rid not in in_gold or not text:
-            continue  # notes on threads that are not failure reports have no gold item to review
+            continue  # notes on threads not in this gold set (the reports gold holds failure reports only)
         for d in note_dimensions(text, gold.taxonomy):
             if d in dims:
                 reasons[(rid, d)].append(Reason(kind="codebook_note", source=path.name, weight=CODEBOOK_WEIGHT,
@@ -280,17 +315,20 @@ def build_queue(
         loaded = {}
         for p in runs:
             name = Path(p).name if Path(p).name not in loaded else str(p)
-            loaded[name] = _load_label_run(Path(p), tax.label)
+            loaded[name] = _load_label_run(Path(p), tax.label, dims)
             missing = sorted({str(r["id"]) for r in loaded[name]} - set(records))
             if missing:
                 raise QueueError(f"{p}: {len(missing)} labeled ids have no text in the gold set or --input files "
                                  f"({', '.join(map(str, inputs)) or 'none given'}): {missing[:10]}")
             sources.append({"kind": "labels", "path": str(Path(p).resolve()),
-                            "models": sorted({str(r.get("model")) for r in loaded[name]})})
+                            "models": sorted({str(r.get(f"{d}_model") or r.get("model"))
+                                              for r in loaded[name] for d in dims if d in r})})
         _run_views(loaded, dims, views, reasons, min_confidence)
 
+    # gold files without their own adjudication notes (screening) show the --notes file's
+    notes_by_id: dict[str, str] = {}
     if notes:
-        _note_reasons(Path(notes), gold, dims, reasons)
+        _note_reasons(Path(notes), gold, dims, reasons, notes_by_id)
         sources.append({"kind": "notes", "path": str(Path(notes).resolve())})
 
     pos = {rid: i for i, rid in enumerate(gold.ids)}
@@ -302,7 +340,7 @@ def build_queue(
             id=rid, dimension=d, in_gold=i is not None,
             gold=gold.labels[d][i] if i is not None else None,
             coders={c: gold.coders[c][d][i] for c in gold.coders} if i is not None else {},
-            adjudication_note=(rec.fields.get("adjudication_note") if i is not None else None),
+            adjudication_note=((rec.fields.get("adjudication_note") or notes_by_id.get(rid)) if i is not None else None),
             reasons=rs, models=views.get((rid, d), []), score=score(rs), record=record_view(rec),
         ))
     counts = dict(Counter(r.kind for rs in reasons.values() for r in rs))
