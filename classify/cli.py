@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from classify import paths
 from classify.models import LLM_PREFIXES
@@ -127,9 +128,14 @@ def _options(encoder, no_discussion, opts, seed=0, progress=True, batch_size=32,
 def _llm_extra(model: str, dry_run: bool = False, **given) -> dict:
     """The LLM flags as ModelOptions.extra keys; an error when given for a non-LLM model."""
     from classify.ensemble import llm_members
+    from classify.models import ModelSpecError
 
     given = {k: v for k, v in given.items() if v is not None}
-    if not model.startswith(LLM_PREFIXES) and not llm_members(model):
+    try:
+        has_llm = model.startswith(LLM_PREFIXES) or bool(llm_members(model))
+    except ModelSpecError as e:  # a malformed ensemble member: the same clear error eval/run give later
+        _fail(str(e))
+    if not has_llm:
         if given or dry_run:
             flags = ", ".join("--" + {"k": "shots"}.get(k, k).replace("_", "-") for k in given) or "--dry-run"
             _fail(f"{flags}: only for LLM models (openai:<model>, local:<name>, or an ensemble with one), not {model!r}")
@@ -148,11 +154,18 @@ def _llm_errors() -> tuple:
     return (LLMError, LocalServerError, EndpointError)
 
 
-def _dry_run(clf, records, what: str) -> None:
+def _dry_run(clf, gold, records, what: str) -> None:
+    """Fit the LLM parts on gold (few-shot pools) and print what labeling `records` would send."""
     from classify.llm.estimate import dry_run_estimate, format_estimate
 
-    # An ensemble sends requests through its LLM members only: one estimate each.
-    for c in [clf] if hasattr(clf, "plan") else [m for m in getattr(clf, "members", []) if hasattr(m, "plan")]:
+    # An ensemble sends requests through its LLM members only: one estimate each, and only they
+    # are fitted (its trained members would encode and train for nothing).
+    parts = [clf] if hasattr(clf, "plan") else [m for m in getattr(clf, "members", []) if hasattr(m, "plan")]
+    for c in parts:
+        try:
+            c.fit(gold.records, gold.labels)
+        except ValueError as e:
+            _fail(str(e))
         console.print(format_estimate(dry_run_estimate(c, records)))
     if what:
         console.print(what)
@@ -241,7 +254,7 @@ def models_list():
 
 
 def _print_metrics(metrics: dict, spec: str, out_dir: Path | None):
-    t = Table(title=f"{spec}: agreement with gold")
+    t = Table(title=Text(f"{spec}: agreement with gold"))  # Text: a spec's [opts] are not markup
     for col in ("dimension", "n", "kappa [95% CI]", "acc", "macro-F1", "kappa @70% conf", "coders' kappa"):
         t.add_column(col)
     for name, rep in metrics["dimensions"].items():
@@ -324,13 +337,12 @@ def eval_cmd(
 
         try:
             clf = make_classifier(model, tax, options)
-            clf.fit(g.records, g.labels)
         except (ModelSpecError, ValueError) as e:
             _fail(str(e))
         recs = _task_gold(task, taxonomy, test)[1].records if test else g.records
         if not test and limit is not None and limit < len(g):
             recs = [g.records[int(i)] for i in np.random.default_rng(seed).permutation(len(g))[:limit]]
-        _dry_run(clf, recs, "" if test else "(few-shot examples here come from all of gold; cross-validation takes "
+        _dry_run(clf, g, recs, "" if test else "(few-shot examples here come from all of gold; cross-validation takes "
                  "them from the training folds: same request count, similar tokens)")
         return
     given_folds, folds_note = None, None
@@ -420,11 +432,7 @@ def run_cmd(
     except (ModelSpecError, ValueError) as e:
         _fail(str(e))
     if dry_run:
-        try:
-            clf.fit(g.records, g.labels)
-        except ValueError as e:
-            _fail(str(e))
-        _dry_run(clf, records, "(--screen would send fewer: only records screened as failure reports)" if screen else "")
+        _dry_run(clf, g, records, "(--screen would send fewer: only records screened as failure reports)" if screen else "")
         return
     sig_parts = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
                  "gold": g.hash, "input": input_fingerprint(input)}
@@ -564,8 +572,16 @@ def learning_curve_cmd(
     from classify.learning_curve import extrapolate, learning_curve, parse_fractions, write_curve
     from classify.models import ModelSpecError
 
-    if model.startswith(LLM_PREFIXES):
-        _fail("learning-curve trains models on gold; LLM specs learn only from few-shot examples (use eval --shots)")
+    from classify.ensemble import llm_members
+
+    try:
+        has_llm = model.startswith(LLM_PREFIXES) or bool(llm_members(model))
+    except ModelSpecError as e:
+        _fail(str(e))
+    if has_llm:
+        # k folds x every fraction of full LLM runs, for a curve of few-shot pools: refuse.
+        _fail("learning-curve trains models on gold; LLM specs (and ensembles with one) learn only from "
+              "few-shot examples (use eval --shots)")
     try:
         fr = parse_fractions(fractions)
     except ValueError as e:

@@ -19,6 +19,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from classify.llm.settings import is_llm_option
 from classify.models import LLM_PREFIXES, ModelOptions, ModelSpecError, Prediction, make_classifier, register
 from classify.records import Record
 from classify.taxonomy import Taxonomy
@@ -49,8 +50,8 @@ def parse_member(text: str) -> tuple[str, str | None, dict[str, Any]]:
 def llm_members(spec: str) -> list[str]:
     """The LLM member specs of an inline ensemble spec (empty for anything else).
 
-    LLM flags given on the command line (--base-url, --strategy, --shots...) reach every member
-    through the shared options; the other members ignore keys they do not use.
+    LLM flags given on the command line (--base-url, --strategy, --shots...) reach the LLM
+    members only; other shared options (--opt C=3, backend=...) reach the trained members only.
     """
     if not spec.startswith("ensemble:"):
         return []
@@ -79,7 +80,10 @@ class EnsembleClassifier:
             mspec, encoder, opts = parse_member(text)
             if mspec.startswith("ensemble"):
                 raise ModelSpecError(f"{spec}: ensembles do not nest ({text!r})")
-            extra = {k: v for k, v in options.extra.items() if k != "confidence"}
+            # Shared options go where they mean something: LLM settings (--shots is `k`) to LLM
+            # members only, the rest (C, backend, k of embed-knn...) to the trained members only.
+            llm = mspec.startswith(LLM_PREFIXES)
+            extra = {k: v for k, v in options.extra.items() if k != "confidence" and is_llm_option(k) == llm}
             mopts = replace(options, encoder=encoder or options.encoder, extra={**extra, **opts})
             self.members.append(make_classifier(mspec, taxonomy, mopts))
 

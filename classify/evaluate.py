@@ -61,6 +61,28 @@ def assign_folds(gold: GoldSet, k: int = 5, seed: int = 0) -> list[int]:
     return folds
 
 
+def _nested_sample(idx: list[int], keys: list[str], fraction: float, rng: np.random.Generator) -> list[int]:
+    """ceil(fraction * len(idx)) of `idx`, spread over strata in proportion, nested across fractions.
+
+    Each item gets the key (rank within its stratum + U(0,1)) / stratum size, from one seeded
+    permutation per stratum; the sample is the lowest keys. So every stratum (a rare root cause
+    too) is cut at about the same fraction, and a smaller fraction's sample lies inside a larger
+    one's: a learning curve's points differ only by the records added.
+    """
+    by_stratum: dict[str, list[int]] = {}
+    for i in idx:
+        by_stratum.setdefault(keys[i], []).append(i)
+    order = []
+    for s in sorted(by_stratum):
+        members = by_stratum[s]
+        perm = rng.permutation(len(members))
+        u = rng.random(len(members))
+        order += [((rank + u[rank]) / len(members), members[j]) for rank, j in enumerate(perm)]
+    order.sort()
+    keep = max(1, int(np.ceil(fraction * len(idx))))
+    return sorted(i for _, i in order[:keep])
+
+
 def _subset_labels(gold: GoldSet, idx: list[int]) -> dict[str, list[str | None]]:
     return {d: [gold.labels[d][i] for i in idx] for d in gold.taxonomy.dimension_ids}
 
@@ -87,6 +109,7 @@ def cross_validate(
     elif len(folds) != len(gold) or any(not 0 <= f < k for f in folds):
         raise ValueError(f"folds: need one fold in 0..{k - 1} per gold record ({len(gold)})")
     n = len(gold)
+    keys = stratify_keys(gold)
     evaluate_idx = set(range(n))
     if limit is not None and limit < n:
         order = np.random.default_rng(seed).permutation(n)
@@ -100,11 +123,7 @@ def cross_validate(
             continue
         train = [i for i in range(n) if folds[i] != f]
         if train_fraction < 1:
-            # One permutation per fold, cut at the fraction: nested samples, so a learning curve's
-            # points differ only by the records added, not by a fresh draw.
-            order = np.random.default_rng([seed, f]).permutation(len(train))
-            keep = max(1, int(np.ceil(train_fraction * len(train))))
-            train = sorted(train[int(j)] for j in order[:keep])
+            train = _nested_sample(train, keys, train_fraction, np.random.default_rng([seed, f]))
         train_recs = [gold.records[i] for i in train]
         test_recs = [gold.records[i] for i in test]
         clf = make_classifier(spec, gold.taxonomy, options)

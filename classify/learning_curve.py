@@ -28,7 +28,7 @@ from classify.evaluate import assign_folds, compute_metrics, cross_validate, tra
 from classify.gold import GoldSet
 from classify.models import ModelOptions
 from classify.records import atomic_write_text
-from classify.report import run_dir_name
+from classify.report import run_dir_name, unique_dir
 
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
 MAX_EXTRAPOLATION = 10  # estimates beyond this multiple of today's gold are printed as a bound only
@@ -59,7 +59,10 @@ class CurveFit:
             return math.inf
         if self.b <= 0:
             return 0.0
-        return (self.b / (self.a - target)) ** (1 / self.c)
+        try:
+            return (self.b / (self.a - target)) ** (1 / self.c)
+        except OverflowError:  # a target a hair under the plateau with a flat curve: out of reach
+            return math.inf
 
 
 def fit_curve(n_train: list[float], kappas: list[float]) -> CurveFit | None:
@@ -101,7 +104,10 @@ def learning_curve(
     points = []
     for frac in sorted(fractions):
         t0 = time.perf_counter()
-        res = cross_validate(spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac)
+        try:
+            res = cross_validate(spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac)
+        except ValueError as e:  # e.g. too few records at a small fraction for the model to train
+            raise ValueError(f"at training fraction {frac:g}: {e}") from e
         if train_test_leaks(res):  # impossible by construction; never report a leaky curve
             raise RuntimeError("learning curve: a record was predicted by a model trained on it")
         metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
@@ -155,8 +161,7 @@ def extrapolate(curve: dict[str, Any], targets: dict[str, float], k: int) -> dic
 
 
 def write_curve(curve: dict[str, Any], extra: dict[str, Any], out_root: Path) -> Path:
-    out = out_root / run_dir_name(f"learning-curve-{curve.get('label', curve['model'])}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = unique_dir(out_root / run_dir_name(f"learning-curve-{curve.get('label', curve['model'])}"))
     doc = {**curve, "extrapolation": extra, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     # curve.json, not metrics.json: the leaderboard reads metrics.json and must not list this folder.
     atomic_write_text(out / "curve.json", json.dumps(doc, indent=2, default=str) + "\n")
@@ -179,7 +184,9 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
         ks = [p["dimensions"][name]["kappa"] for p in doc["points"]]
         lo = [p["dimensions"][name]["lo"] for p in doc["points"]]
         hi = [p["dimensions"][name]["hi"] for p in doc["points"]]
-        ax.errorbar(ns, ks, yerr=[np.subtract(ks, lo), np.subtract(hi, ks)], marker="o", capsize=3,
+        # A percentile bootstrap interval need not contain the estimate: clip, matplotlib refuses < 0.
+        yerr = [np.clip(np.subtract(ks, lo), 0, None), np.clip(np.subtract(hi, ks), 0, None)]
+        ax.errorbar(ns, ks, yerr=yerr, marker="o", capsize=3,
                     color=color, label=name)
         fit = doc["extrapolation"].get(name, {}).get("fit")
         if fit:
@@ -229,6 +236,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         target = e.get("target")
         if target is None:
             need = "-"
+        elif now >= target:
+            need = "reached at today's size"
         elif fit is None:
             need = "no fit"
         elif e.get("gold_needed") is None:

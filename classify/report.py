@@ -19,6 +19,19 @@ def run_dir_name(spec: str, when: datetime | None = None) -> str:
     return f"{when.strftime('%Y%m%d-%H%M%S')}-{safe[:90].rstrip('_')}"
 
 
+def unique_dir(path: Path) -> Path:
+    """Create `path`, or `path-2`, `path-3`... if a run in the same second took the name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        p = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: no free run folder name")
+
+
 def _fmt_k(k: dict) -> str:
     return f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]"
 
@@ -45,8 +58,7 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
     # The folder and report name the options too (encoder, strategy, shots...), so two runs of one
     # spec with different settings are told apart without opening metrics.json.
     meta["label"] = run_label(meta)
-    out = out_root / run_dir_name(meta["label"])
-    out.mkdir(parents=True, exist_ok=True)
+    out = unique_dir(out_root / run_dir_name(meta["label"]))
     doc = {"meta": meta, **metrics}
     atomic_write_text(out / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
     write_rows(out / "predictions.jsonl", prediction_rows(res))

@@ -101,8 +101,10 @@ def file_row(row: dict, raw: dict | None, boolean_file: bool) -> dict:
     out = dict(row)  # assigned in place below: keys keep the file's order
     label = out.get(DIM)
     was = raw or {}
-    has_field = FIELD in was if raw is not None else boolean_file
-    has_dim = DIM in was if raw is not None else not boolean_file
+    # A row without either field (new, or unlabeled in the file) takes the file's encoding.
+    own = raw is not None and (FIELD in was or DIM in was)
+    has_field = FIELD in was if own else boolean_file
+    has_dim = DIM in was if own else not boolean_file
     if has_dim:
         out[DIM] = _value(label, was.get(DIM), boolean=False)
     elif FIELD not in out:  # a new row: the boolean takes the label's place

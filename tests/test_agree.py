@@ -257,3 +257,23 @@ def test_llm_flags_are_accepted_for_ensembles_with_an_llm_member_only():
     assert llm_members("ensemble:tfidf-embed[C=3]+openai:gpt-4o-mini+local:smollm2-135m@mpnet") == [
         "openai:gpt-4o-mini", "local:smollm2-135m"]
     assert llm_members("ensemble:tfidf-embed+embed-logreg") == [] and llm_members("openai:x") == []
+
+
+def test_malformed_ensemble_member_is_a_clear_cli_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from classify.cli import app
+
+    for cmd in (["eval"], ["run", "--out", str(tmp_path / "o.jsonl")]):
+        r = CliRunner().invoke(app, [*cmd, "--model", "ensemble:tfidf-embed[embed]+openai:x", "--shots", "2"])
+        assert r.exit_code == 2 and "expected key=value" in r.output, r.output
+        assert not isinstance(r.exception, ModelSpecError)  # a message, not a traceback
+
+
+def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones(taxonomy):
+    # --shots arrives as k: it must not become embed-knn's neighbour count; C must not reach the LLM
+    clf = make_classifier("ensemble:embed-knn+openai:gpt-4o-mini[base_url=http://127.0.0.1:9/v1]", taxonomy,
+                          _opts(k=3, strategy="few-shot", C=5))
+    knn, llm = clf.members
+    assert knn.options.extra == {"C": 5}
+    assert llm.settings.k == 3 and llm.settings.strategy == "few-shot"

@@ -90,3 +90,10 @@ def test_run_folder_and_report_name_the_options(cv_result, tmp_path):
     assert "- run: `tfidf-logreg k=2 strategy=few-shot`" in (out / "report.md").read_text()
     plain = write_eval(cv_result, m, tmp_path / "plain")
     assert plain.name.endswith("-tfidf-logreg") and "- run:" not in (plain / "report.md").read_text()
+
+
+def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path):
+    from classify.report import unique_dir
+
+    a, b = unique_dir(tmp_path / "run"), unique_dir(tmp_path / "run")
+    assert a != b and a.is_dir() and b.is_dir() and b.name == "run-2"

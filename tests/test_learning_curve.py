@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from classify.cli import app
-from classify.evaluate import assign_folds, cross_validate, train_test_leaks
+from classify.evaluate import assign_folds, cross_validate, stratify_keys, train_test_leaks
 from classify.gold import gold_from_records
 from classify.learning_curve import CurveFit, extrapolate, fit_curve, parse_fractions
 from tests.conftest import write_jsonl
@@ -22,8 +22,19 @@ def small_gold(gold, taxonomy):
 def test_train_fraction_samples_are_nested_sized_and_never_the_test_fold(small_gold):
     folds = assign_folds(small_gold, 3, 0)
     runs = {fr: cross_validate("tfidf-logreg", small_gold, k=3, folds=folds, train_fraction=fr) for fr in (0.3, 0.6, 1.0)}
+    keys = stratify_keys(small_gold)
     for fr, res in runs.items():
         assert train_test_leaks(res) == []
+        # Stratified: every stratum is cut at about the fraction (a plain random sample of a
+        # 40-item stratum is off by 3 at 0.3 as often as not).
+        for f, ids in res.train_ids.items():
+            strata = {}
+            for r, x, key in zip(small_gold.records, folds, keys):
+                if x != f:
+                    strata.setdefault(key, [0, 0])[0] += 1
+                    strata[key][1] += r.id in ids
+            for full_n, kept in strata.values():
+                assert abs(kept - fr * full_n) <= 1.5, (fr, key, full_n, kept)
         for f, ids in res.train_ids.items():
             full = sum(1 for x in folds if x != f)
             assert len(ids) == math.ceil(fr * full)
@@ -79,7 +90,7 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
     assert n[0] < n[1] < n[2] <= 100
     for p in doc["points"]:
         for v in p["dimensions"].values():
-            assert -1 <= v["lo"] <= v["kappa"] <= v["hi"] <= 1
+            assert -1 <= v["lo"] <= v["hi"] <= 1 and -1 <= v["kappa"] <= 1
     assert doc["extrapolation"]["symptom"]["target"] == 0.9
     assert (run / "learning_curve.png").stat().st_size > 5000
     assert "| symptom |" in (run / "report.md").read_text()
@@ -90,6 +101,7 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
 def test_cli_refuses_unknown_target_and_llm_specs(tmp_path):
     r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--target", "nope=0.5", "--out-dir", str(tmp_path)])
     assert r.exit_code != 0 and "unknown dimension" in r.output
-    r = runner.invoke(app, ["learning-curve", "--model", "local:smollm2-135m", "--out-dir", str(tmp_path)])
-    assert r.exit_code != 0 and "few-shot" in r.output
+    for spec in ("local:smollm2-135m", "ensemble:tfidf-logreg+openai:gpt-4o-mini"):
+        r = runner.invoke(app, ["learning-curve", "--model", spec, "--out-dir", str(tmp_path)])
+        assert r.exit_code == 2 and "few-shot" in r.output
     assert not any(tmp_path.iterdir())

@@ -100,6 +100,11 @@ _ALIASES = {"base-url": "base_url", "api-key-env": "api_key_env", "fold-system":
             "max-retries": "max_retries", "max-tokens": "max_tokens", "repair-retries": "repair_retries"}
 
 
+def is_llm_option(key: str) -> bool:
+    """Whether `key` names an LLM setting (ensembles route such keys to their LLM members only)."""
+    return _ALIASES.get(key, key).replace("-", "_") in {f.name for f in fields(LLMSettings)}
+
+
 def parse_settings(extra: dict[str, Any]) -> LLMSettings:
     known = {f.name: f for f in fields(LLMSettings)}
     kwargs: dict[str, Any] = {}

@@ -31,7 +31,9 @@ TaxOpt = typer.Option(None, "--taxonomy", "-t", help="Codebook (default: the one
 
 
 def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False)  # messages quote paths and labels
     raise typer.Exit(2)
 
 

@@ -82,7 +82,8 @@ def write_gold(path: Path, rows: list[dict], source: Path | None) -> None:
         write_rows(path, rows)
         return
     lines: dict[str, tuple[dict, str]] = {}
-    for line in Path(source).read_text(encoding="utf-8").splitlines():
+    # split("\n") as read_rows does: splitlines() would also cut at U+2028/U+0085 inside a JSON string.
+    for line in Path(source).read_text(encoding="utf-8").split("\n"):
         if line.strip():
             obj = json.loads(line)
             lines[str(obj.get("id"))] = (obj, line)

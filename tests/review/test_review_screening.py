@@ -242,3 +242,23 @@ def test_file_row_keeps_each_fields_own_form():
     assert file_row({"id": "y", "screening": "other"}, None, boolean_file=False) == {"id": "y", "screening": "other"}
     assert file_row({"id": "y", "screening": None, "title": "t"}, None, boolean_file=True) == \
            {"id": "y", "failure_report": None, "title": "t"}
+
+
+def test_a_file_row_without_either_field_takes_the_files_encoding():
+    # a row in the file with no label yet, decided by review: a boolean in a boolean file
+    raw = {"id": "z", "title": "t"}
+    out = file_row({"id": "z", "title": "t", "screening": "other"}, raw, boolean_file=True)
+    assert out == {"id": "z", "title": "t", "failure_report": False}
+
+
+def test_new_gold_version_keeps_lines_with_unicode_line_separators(tmp_path):
+    from classify.review.goldfile import write_gold
+
+    src = tmp_path / "gold.jsonl"
+    rows = [{"id": "a", "body": "first\u2028second\u0085third"}, {"id": "b", "body": "plain"}]
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    new = [rows[0], {"id": "b", "body": "changed"}]
+    write_gold(tmp_path / "gold.v2.jsonl", new, src)
+    lines = (tmp_path / "gold.v2.jsonl").read_text(encoding="utf-8").split("\n")
+    assert lines[0] == src.read_text(encoding="utf-8").split("\n")[0]  # untouched row: same bytes
+    assert [json.loads(l) for l in lines if l] == new
