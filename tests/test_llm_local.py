@@ -157,8 +157,16 @@ def _gone(pid: int, wait: float = 15.0) -> bool:
 
 
 SCRIPT = textwrap.dedent("""
-    import faulthandler, signal, sys
+    import asyncio, faulthandler, signal, sys
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a stack dump if we hang
+
+    def _tasks(*_):  # ... and for what the event loop is still waiting on
+        loop = asyncio._get_running_loop()
+        for t in asyncio.all_tasks(loop) if loop else ():
+            print("TASK", t, file=sys.stderr)
+            t.print_stack(file=sys.stderr)
+        sys.stderr.flush()
+    signal.signal(signal.SIGUSR2, _tasks)
     from classify.llm.server import shared_server, resolve_local_model
     from classify.models import ModelOptions, make_classifier
     from classify.records import Record
@@ -179,8 +187,11 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("how", ["ctrl-c", "error"])
 def test_local_server_is_stopped_on_ctrl_c_and_on_errors(tmp_path, how):
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    # Default Ctrl-C disposition in the child, as from a terminal: an ignored SIGINT is inherited
+    # across exec, and a child started with it ignored never sees Ctrl-C at all.
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = p.stdout.readline().strip()
         assert line.isdigit(), p.stderr.read()
@@ -195,11 +206,13 @@ def test_local_server_is_stopped_on_ctrl_c_and_on_errors(tmp_path, how):
             # communicate, not wait: a child blocked writing to a full stderr pipe would never exit
             _, err = p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR2)
+            time.sleep(1)
             p.send_signal(signal.SIGUSR1)
             time.sleep(1)
             p.kill()
             _, err = p.communicate()
-            pytest.fail(f"the run did not exit within 60 s of {how}; its stacks:\n{err[-6000:]}")
+            pytest.fail(f"the run did not exit within 60 s of {how}; its stacks:\n{err[-12000:]}")
         assert p.returncode != 0
         assert ("KeyboardInterrupt" in err) if how == "ctrl-c" else ("boom" in err)
         assert _gone(server_pid), f"llama.cpp server {server_pid} still running after {how}"
