@@ -562,6 +562,7 @@ def learning_curve_cmd(
     folds: int = FoldsOpt,
     seed: int = typer.Option(0, help="Seed for folds, training samples and bootstrap."),
     n_boot: int = typer.Option(500, min=100, help="Bootstrap resamples for kappa CIs."),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Training samples drawn per fraction below 1, averaged (steadier curve, x time)."),
     out_dir: Path = typer.Option(paths.EVALS_DIR, "--out-dir", help="Root folder for the report."),
     encoder: Optional[str] = EncoderOpt,
     no_discussion: bool = NoDiscOpt,
@@ -601,7 +602,8 @@ def learning_curve_cmd(
     err.print(f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions {', '.join(f'{f:g}' for f in fr)}",
               markup=False)
     try:
-        curve = learning_curve(model, g, options, fr, k=folds, seed=seed, n_boot=n_boot, progress=err.print)
+        curve = learning_curve(model, g, options, fr, k=folds, seed=seed, n_boot=n_boot, progress=err.print,
+                               repeats=repeats)
     except (ModelSpecError, ValueError) as e:
         _fail(str(e))
     extra = extrapolate(curve, targets or dict(curve["coders"]), folds)

@@ -90,6 +90,7 @@ def _subset_labels(gold: GoldSet, idx: list[int]) -> dict[str, list[str | None]]
 def cross_validate(
     spec: str, gold: GoldSet, options: ModelOptions | None = None, k: int = 5, seed: int = 0,
     limit: int | None = None, progress=None, folds: list[int] | None = None, train_fraction: float = 1.0,
+    sample_seed: int | None = None,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only.
 
@@ -98,6 +99,7 @@ def cross_validate(
     the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
     `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
     learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
+    `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
@@ -123,7 +125,8 @@ def cross_validate(
             continue
         train = [i for i in range(n) if folds[i] != f]
         if train_fraction < 1:
-            train = _nested_sample(train, keys, train_fraction, np.random.default_rng([seed, f]))
+            rng = np.random.default_rng([seed if sample_seed is None else sample_seed, f])
+            train = _nested_sample(train, keys, train_fraction, rng)
         train_recs = [gold.records[i] for i in train]
         test_recs = [gold.records[i] for i in test]
         clf = make_classifier(spec, gold.taxonomy, options)

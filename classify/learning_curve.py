@@ -98,29 +98,49 @@ def learning_curve(
     seed: int = 0,
     n_boot: int = 500,
     progress: Callable[[str], None] | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """Kappa with CI per dimension (and root-cause group) at each training fraction, same folds."""
+    """Kappa with CI per dimension (and root-cause group) at each training fraction, same folds.
+
+    `repeats` > 1 draws that many training samples per fraction below 1 (same folds, other sample
+    seeds) and reports the mean kappa and mean CI bounds, with `sd` the spread between draws: one
+    draw of a small sample moves kappa by several hundredths, enough to swing the fitted plateau.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     folds = assign_folds(gold, k, seed)
     points = []
     for frac in sorted(fractions):
         t0 = time.perf_counter()
-        try:
-            res = cross_validate(spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac)
-        except ValueError as e:  # e.g. too few records at a small fraction for the model to train
-            raise ValueError(f"at training fraction {frac:g}: {e}") from e
-        if train_test_leaks(res):  # impossible by construction; never report a leaky curve
-            raise RuntimeError("learning curve: a record was predicted by a model trained on it")
-        metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
-        dims = {}
-        for name, rep in metrics["dimensions"].items():
-            # Records with a label in this dimension that each fold trained on, averaged over folds.
-            d = rep["dimension"]
-            labeled = {gold.ids[i] for i, y in enumerate(gold.labels[d]) if y is not None}
-            n_train = float(np.mean([len(ids & labeled) for ids in res.train_ids.values()]))
-            dims[name] = {"n_train": n_train, **{key: rep["kappa"][key] for key in ("kappa", "lo", "hi", "n")}}
+        draws: list[dict[str, dict[str, float]]] = []
+        n_records = []
+        for r in range(repeats if frac < 1 else 1):
+            try:
+                res = cross_validate(spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac,
+                                     sample_seed=seed + 1000 * r)
+            except ValueError as e:  # e.g. too few records at a small fraction for the model to train
+                raise ValueError(f"at training fraction {frac:g}: {e}") from e
+            if train_test_leaks(res):  # impossible by construction; never report a leaky curve
+                raise RuntimeError("learning curve: a record was predicted by a model trained on it")
+            metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
+            draw = {}
+            for name, rep in metrics["dimensions"].items():
+                # Records with a label in this dimension that each fold trained on, averaged over folds.
+                d = rep["dimension"]
+                labeled = {gold.ids[i] for i, y in enumerate(gold.labels[d]) if y is not None}
+                n_train = float(np.mean([len(ids & labeled) for ids in res.train_ids.values()]))
+                draw[name] = {"n_train": n_train, **{key: rep["kappa"][key] for key in ("kappa", "lo", "hi", "n")}}
+            draws.append(draw)
+            n_records.append(float(np.mean([len(ids) for ids in res.train_ids.values()])))
+        dims = {name: {key: float(np.mean([dr[name][key] for dr in draws])) for key in draws[0][name]}
+                for name in draws[0]}
+        for name in dims:
+            dims[name]["n"] = int(draws[0][name]["n"])
+            dims[name]["sd"] = float(np.std([dr[name]["kappa"] for dr in draws]))
+            dims[name]["draws"] = len(draws)
         points.append({
             "fraction": frac,
-            "n_train_records": float(np.mean([len(ids) for ids in res.train_ids.values()])),
+            "n_train_records": float(np.mean(n_records)),
             "seconds": round(time.perf_counter() - t0, 2),
             "dimensions": dims,
         })
@@ -131,7 +151,7 @@ def learning_curve(
     from classify.leaderboard import run_label
 
     return {"model": spec, "label": run_label({"model": spec, "options": run_opts}), "options": run_opts,
-            "k": k, "seed": seed, "n_gold": len(gold), "points": points, "coders": coders,
+            "k": k, "seed": seed, "repeats": repeats, "n_gold": len(gold), "points": points, "coders": coders,
             "provenance": res.provenance}
 
 
@@ -212,7 +232,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"{doc['k']}-fold cross-validation on {doc['n_gold']} gold records, the same folds at every point; "
         "each fold's model trains on a nested, seeded fraction of its training records. "
         "Kappa with a bootstrap 95% CI; `n` is labeled training records per fold (root cause: only the "
-        "records with a root cause).",
+        "records with a root cause)."
+        + (f" Below fraction 1, each point averages {doc.get('repeats', 1)} training samples (kappa, CI bounds); "
+           "`sd` is the spread of kappa between them." if doc.get("repeats", 1) > 1 else ""),
         "",
         "| fraction | " + " | ".join(f"{n} n | {n} kappa [95% CI]" for n in names) + " | seconds |",
         "|---|" + "---|---|" * len(names) + "---|",
@@ -221,7 +243,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         cells = []
         for n in names:
             v = p["dimensions"][n]
-            cells += [f"{v['n_train']:.0f}", f"{v['kappa']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}]"]
+            sd = f" sd {v['sd']:.3f}" if v.get("draws", 1) > 1 else ""
+            cells += [f"{v['n_train']:.0f}", f"{v['kappa']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}]{sd}"]
         lines.append(f"| {p['fraction']:g} | " + " | ".join(cells) + f" | {p['seconds']:.0f} |")
     lines += ["", "## Extrapolation (rough)", "",
               "Fit: kappa(n) = a - b * n^(-c); `a` is the plateau with unlimited gold of this kind. "

@@ -44,6 +44,10 @@ def test_train_fraction_samples_are_nested_sized_and_never_the_test_fold(small_g
     for f in range(3):
         assert runs[0.3].train_ids[f] < runs[0.6].train_ids[f] < runs[1.0].train_ids[f]
     assert runs[0.3].params["train_fraction"] == 0.3 and "train_fraction" not in runs[1.0].params
+    # another sample seed: same folds and size, another draw
+    other = cross_validate("tfidf-logreg", small_gold, k=3, folds=folds, train_fraction=0.3, sample_seed=7)
+    assert [len(other.train_ids[f]) for f in range(3)] == [len(runs[0.3].train_ids[f]) for f in range(3)]
+    assert other.train_ids != runs[0.3].train_ids
     with pytest.raises(ValueError, match="train_fraction"):
         cross_validate("tfidf-logreg", small_gold, k=3, train_fraction=0)
 
@@ -79,7 +83,7 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
     g = write_jsonl(tmp_path / "gold.jsonl", gold_rows[:150])
     out_root = tmp_path / "evals"
     r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--gold", str(g), "--fractions", "0.4,0.7,1",
-                            "--folds", "3", "--n-boot", "100", "--target", "symptom=0.9", "--opt", "C=3",
+                            "--folds", "3", "--n-boot", "100", "--target", "symptom=0.9", "--opt", "C=3", "--repeats", "2",
                             "--out-dir", str(out_root)])
     assert r.exit_code == 0, r.output
     (run,) = list(out_root.iterdir())
@@ -92,6 +96,10 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
         for v in p["dimensions"].values():
             assert -1 <= v["lo"] <= v["hi"] <= 1 and -1 <= v["kappa"] <= 1
     assert doc["extrapolation"]["symptom"]["target"] == 0.9
+    assert doc["repeats"] == 2
+    assert [p["dimensions"]["symptom"]["draws"] for p in doc["points"]] == [2, 2, 1]
+    assert doc["points"][-1]["dimensions"]["symptom"]["sd"] == 0.0
+    assert " sd " in (run / "report.md").read_text()
     assert (run / "learning_curve.png").stat().st_size > 5000
     assert "| symptom |" in (run / "report.md").read_text()
     # Not a leaderboard run: no metrics.json.
