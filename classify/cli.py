@@ -455,7 +455,8 @@ def run_cmd(
     bar = tqdm(total=len(records), desc="labeling", unit="rec", file=sys.stderr)
     try:
         summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=bar.update,
-                                screen=screen_fn, prepare_progress=enc_bar.update)
+                                screen=screen_fn, prepare_progress=enc_bar.update,
+                                screen_prepare=getattr(s_clf, "prepare", None) if screen else None)
     except RunError as e:
         _fail(str(e))
     except _llm_errors() as e:

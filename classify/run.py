@@ -96,8 +96,14 @@ def label_records(
     progress: Callable[[int], None] | None = None,
     screen: Callable[[list[Record]], list[Prediction]] | None = None,
     prepare_progress: Callable[[int], None] | None = None,
+    screen_prepare: Callable[..., None] | None = None,
 ) -> RunSummary:
-    """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write."""
+    """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
+
+    With `screen`, the block pre-encoding is the screening model's (`screen_prepare`): it reads
+    every record, and with the same encoder the labeling model then finds the kept ones cached;
+    pre-encoding with the labeling model would also encode records screened out.
+    """
     part = partial_path(out)
     done_rows = _read_partial(part, signature) if part.exists() else []
     done = {r["id"] for r in done_rows}
@@ -117,8 +123,9 @@ def label_records(
     with part.open("a", encoding="utf-8") as f:
         for bstart in range(0, len(todo), block):
             todo_block = todo[bstart : bstart + block]
-            if hasattr(clf, "prepare") and screen is None:
-                clf.prepare(todo_block, progress=prepare_progress)
+            prepare = getattr(clf, "prepare", None) if screen is None else screen_prepare
+            if prepare is not None:
+                prepare(todo_block, progress=prepare_progress)
             for start in range(0, len(todo_block), chunk_size):
                 chunk = todo_block[start : start + chunk_size]
                 rows = _label_chunk(clf, chunk, provenance, screen)

@@ -39,3 +39,32 @@ def test_run_with_screening(tmp_path):
     assert all(x["symptom"] is None and x["root_cause"] is None for x in dropped)
     assert all(x["symptom"] and x["root_cause"] and x["symptom_confidence"] for x in kept)
     assert all(0 < x["screening_confidence"] <= 1 and x["screening_model"].startswith("tfidf-logreg") for x in rows)
+
+
+def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path):
+    # The screening model reads every record, so it encodes each block up front; the labeling
+    # model (same encoder) then finds the kept records cached. Nothing is encoded twice.
+    from classify.gold import load_gold
+    from classify.models import make_classifier
+    from classify.paths import DEFAULT_GOLD
+    from classify.records import read_records
+    from classify.run import label_records
+    from classify.screening import screening_taxonomy
+    from classify.taxonomy import load_taxonomy
+
+    tax, s_tax = load_taxonomy(), screening_taxonomy()
+    g, sg = load_gold(DEFAULT_GOLD, tax), load_screening_gold(None, s_tax)
+    clf = make_classifier("embed-logreg", tax).fit(g.records, g.labels)
+    s_clf = make_classifier("embed-logreg", s_tax).fit(sg.records, sg.labels)
+    recs = read_records(DEFAULT_INPUT)[:30]
+    for r in recs:
+        r.title = f"never seen before {r.id}: {r.title}"  # not in the embedding cache yet
+    blocks = []
+    orig = s_clf.prepare
+    s_clf.prepare = lambda rs, progress=None: (blocks.append(len(rs)), orig(rs, progress=progress))[1]
+    before = (clf.encoder.n_encoded, s_clf.encoder.n_encoded)
+    label_records(clf, recs, tmp_path / "o.jsonl", {}, "S", chunk_size=4,
+                  screen=lambda rs: s_clf.predict(rs)["screening"], screen_prepare=s_clf.prepare)
+    assert blocks == [16, 14]  # blocks of 4 chunks of 4
+    assert s_clf.encoder.n_encoded - before[1] == 30  # each new text encoded once, by the screening model
+    assert clf.encoder.n_encoded == before[0]  # the labeling model found every kept record cached
