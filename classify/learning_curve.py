@@ -217,7 +217,8 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("labeled training records per fold")
     ax.set_ylabel("Cohen's kappa vs gold (95% CI)")
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.02)
-    ax.set_title(f"Learning curve: {doc.get('label', doc['model'])} (dashed: fit, extrapolated to 4x; dotted: coders)", fontsize=9)
+    ax.set_title(f"Learning curve: {doc.get('label', doc['model'])}\n(dashed: fit, extrapolated to 4x; dotted: coders)",
+                 fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
