@@ -125,17 +125,21 @@ def _options(encoder, no_discussion, opts, seed=0, progress=True, batch_size=32,
                         batch_size=batch_size, extra=merged)
 
 
-def _llm_extra(model: str, dry_run: bool = False, **given) -> dict:
-    """The LLM flags as ModelOptions.extra keys; an error when given for a non-LLM model."""
+def _uses_llm(model: str) -> bool:
+    """An LLM spec, or an inline ensemble with an LLM member; a malformed member is a clean error."""
     from classify.ensemble import llm_members
     from classify.models import ModelSpecError
 
-    given = {k: v for k, v in given.items() if v is not None}
     try:
-        has_llm = model.startswith(LLM_PREFIXES) or bool(llm_members(model))
-    except ModelSpecError as e:  # a malformed ensemble member: the same clear error eval/run give later
+        return model.startswith(LLM_PREFIXES) or bool(llm_members(model))
+    except ModelSpecError as e:  # the same clear error eval/run give later
         _fail(str(e))
-    if not has_llm:
+
+
+def _llm_extra(model: str, dry_run: bool = False, **given) -> dict:
+    """The LLM flags as ModelOptions.extra keys; an error when given for a non-LLM model."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not _uses_llm(model):
         if given or dry_run:
             flags = ", ".join("--" + {"k": "shots"}.get(k, k).replace("_", "-") for k in given) or "--dry-run"
             _fail(f"{flags}: only for LLM models (openai:<model>, local:<name>, or an ensemble with one), not {model!r}")
@@ -571,16 +575,11 @@ def learning_curve_cmd(
     opt: list[str] = OptOpt,
 ):
     """Cross-validated kappa vs gold size, and a rough estimate of the gold needed for a target kappa."""
+    from classify.evaluate import _dims_with_groups
     from classify.learning_curve import extrapolate, learning_curve, parse_fractions, write_curve
     from classify.models import ModelSpecError
 
-    from classify.ensemble import llm_members
-
-    try:
-        has_llm = model.startswith(LLM_PREFIXES) or bool(llm_members(model))
-    except ModelSpecError as e:
-        _fail(str(e))
-    if has_llm:
+    if _uses_llm(model):
         # k folds x every fraction of full LLM runs, for a curve of few-shot pools: refuse.
         _fail("learning-curve trains models on gold; LLM specs (and ensembles with one) learn only from "
               "few-shot examples (use eval --shots)")
@@ -589,7 +588,7 @@ def learning_curve_cmd(
     except ValueError as e:
         _fail(str(e))
     tax, g = _task_gold("labels", taxonomy, gold)
-    names = [n for d, dim in tax.dimensions.items() for n in ([d, f"{d}_group"] if dim.groups else [d])]
+    names = [name for name, _, _ in _dims_with_groups(g)]  # the names metrics and curves use
     targets: dict[str, float] = {}
     for t in target:
         name, _, val = t.partition("=")
