@@ -51,7 +51,7 @@ def synthetic_records(n: int, seed: int = 0) -> list[dict]:
 
 def run_cli(args: list[str], env: dict) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "classify.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "classify.cli.main", *args], env=env, cwd=ROOT, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"classify failed:\n{r.stderr[-3000:]}")
@@ -62,7 +62,7 @@ def compare_backends(a) -> None:
     """Bare encode of the same texts per backend, same process, alternating passes; best pass kept."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-backends-"))
     os.environ.update({"CLASSIFY_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"})
-    from classify.embed import Encoder
+    from classify.encoders.encoder import Encoder
 
     recs = synthetic_records(a.n)
     texts = [f"{r['title']}\n\n{r['body']}" for r in recs]
@@ -118,12 +118,12 @@ def main() -> None:
     inp.write_text("".join(json.dumps(r) + "\n" for r in recs))
     texts = [f"{r['title']}\n\n{r['body']}" for r in recs]  # exactly what the pipeline encodes
 
-    from classify.embed import Encoder
-    from classify.models import ModelOptions
-    from classify.baselines import record_texts
-    from classify.gold import load_gold
-    from classify.taxonomy import load_taxonomy
-    from classify.paths import DEFAULT_GOLD
+    from classify.encoders.encoder import Encoder
+    from classify.classifiers.base import ModelOptions
+    from classify.classifiers.baselines import record_texts
+    from classify.core.gold import load_gold
+    from classify.core.taxonomy import load_taxonomy
+    from classify.core.paths import DEFAULT_GOLD
 
     tax = load_taxonomy()
     gold = load_gold(DEFAULT_GOLD, tax)

@@ -42,12 +42,12 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-llm-"))
     os.environ["CLASSIFY_CACHE_DIR"] = str(tmp)  # private caches: nothing from earlier runs
 
-    from classify.gold import load_gold
-    from classify.llm.cache import LLMStore, list_logs
-    from classify.llm.server import resolve_local_model, shared_server, stop_all
-    from classify.models import ModelOptions, make_classifier
-    from classify.paths import DEFAULT_GOLD
-    from classify.taxonomy import load_taxonomy
+    from classify.core.gold import load_gold
+    from classify.classifiers.llm.cache import LLMStore, list_logs
+    from classify.classifiers.llm.server import resolve_local_model, shared_server, stop_all
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.core.paths import DEFAULT_GOLD
+    from classify.core.taxonomy import load_taxonomy
 
     tax = load_taxonomy()
     gold = load_gold(DEFAULT_GOLD, tax)

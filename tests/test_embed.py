@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from classify.embed import EmbeddingCache, Encoder
+from classify.encoders.encoder import EmbeddingCache, Encoder
 
 
 @pytest.mark.slow

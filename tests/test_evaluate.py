@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from classify.evaluate import assign_folds, compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
-from classify.gold import gold_from_records
-from classify.report import write_eval
+from classify.evaluation.crossval import assign_folds, compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
+from classify.core.gold import gold_from_records
+from classify.evaluation.report import write_eval
 
 
 def test_folds_cover_everything_and_spread_rare_classes(gold):
@@ -93,7 +93,7 @@ def test_run_folder_and_report_name_the_options(cv_result, tmp_path):
 
 
 def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path):
-    from classify.report import unique_dir
+    from classify.evaluation.report import unique_dir
 
     a, b = unique_dir(tmp_path / "run"), unique_dir(tmp_path / "run")
     assert a != b and a.is_dir() and b.is_dir() and b.name == "run-2"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classify.enhanced import FineTunedClassifier
-from classify.evaluate import cross_validate, train_test_leaks
-from classify.finetune import _text_key, balanced_batches, supcon_loss
-from classify.gold import gold_from_records
-from classify.models import ModelOptions, register
+from classify.classifiers.features import FineTunedClassifier
+from classify.evaluation.crossval import cross_validate, train_test_leaks
+from classify.encoders.finetune import _text_key, balanced_batches, supcon_loss
+from classify.core.gold import gold_from_records
+from classify.classifiers.base import ModelOptions, register
 
 # Small and quick: one top layer, one epoch, short sequences.
 FAST = {"ft_epochs": 1, "ft_top_layers": 1, "ft_max_seq_length": 64, "ft_batch_size": 8}
@@ -70,7 +70,7 @@ def test_finetuning_never_sees_the_evaluated_fold(gold, taxonomy):
 
 @pytest.mark.slow
 def test_finetuning_moves_the_embeddings_toward_the_labels(gold, taxonomy):
-    from classify.finetune import FineTuneConfig, FineTunedEncoder, lower_states
+    from classify.encoders.finetune import FineTuneConfig, FineTunedEncoder, lower_states
 
     recs = gold.records[:64]
     texts = [r.text(True) for r in recs]

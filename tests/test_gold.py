@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from classify.gold import GoldError, load_gold
-from classify.records import RecordsError, read_records
+from classify.core.gold import GoldError, load_gold
+from classify.core.records import RecordsError, read_records
 from conftest import write_jsonl
 
 

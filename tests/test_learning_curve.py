@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.evaluate import assign_folds, cross_validate, stratify_keys, train_test_leaks
-from classify.gold import gold_from_records
-from classify.learning_curve import CurveFit, extrapolate, fit_curve, parse_fractions
+from classify.cli.main import app
+from classify.evaluation.crossval import assign_folds, cross_validate, stratify_keys, train_test_leaks
+from classify.core.gold import gold_from_records
+from classify.evaluation.learning_curve import CurveFit, extrapolate, fit_curve, parse_fractions
 from tests.conftest import write_jsonl
 
 runner = CliRunner()

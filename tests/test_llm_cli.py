@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.evaluate import cross_validate, train_test_leaks
-from classify.models import ModelOptions
+from classify.cli.main import app
+from classify.evaluation.crossval import cross_validate, train_test_leaks
+from classify.classifiers.base import ModelOptions
 from conftest import write_jsonl
 from fake_openai_server import FakeOpenAI, expected_labels
 

@@ -7,13 +7,13 @@ from collections import Counter
 
 import pytest
 
-from classify.llm.cache import LLMStore, format_logs, list_logs
-from classify.llm.client import LLMError
-from classify.llm.endpoint import EndpointError
-from classify.llm.estimate import dry_run_estimate, format_estimate
-from classify.models import ModelOptions, make_classifier
-from classify.records import Record
-from classify.taxonomy import load_taxonomy
+from classify.classifiers.llm.cache import LLMStore, format_logs, list_logs
+from classify.classifiers.llm.client import LLMError
+from classify.classifiers.llm.endpoint import EndpointError
+from classify.classifiers.llm.estimate import dry_run_estimate, format_estimate
+from classify.classifiers.base import ModelOptions, make_classifier
+from classify.core.records import Record
+from classify.core.taxonomy import load_taxonomy
 from fake_openai_server import FakeOpenAI, expected_labels
 
 TAX = load_taxonomy()

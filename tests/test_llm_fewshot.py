@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from classify.gold import load_gold
-from classify.paths import DEFAULT_GOLD
-from classify.llm.cache import LLMStore
-from classify.models import ModelOptions, make_classifier
-from classify.records import Record
-from classify.taxonomy import load_taxonomy
+from classify.core.gold import load_gold
+from classify.core.paths import DEFAULT_GOLD
+from classify.classifiers.llm.cache import LLMStore
+from classify.classifiers.base import ModelOptions, make_classifier
+from classify.core.records import Record
+from classify.core.taxonomy import load_taxonomy
 from fake_openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # loads the sentence encoder

@@ -20,13 +20,13 @@ pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is not installed: pip install 'llama-cpp-python[server]==0.3.36' "
     "(scripts/setup.sh --llm) to run the local LLM tests")
 
-from classify.gold import load_gold  # noqa: E402
-from classify.llm.cache import LLMStore, list_logs  # noqa: E402
-from classify.llm.server import LocalServer, LocalServerError, resolve_local_model, running_servers  # noqa: E402
-from classify.models import ModelOptions, make_classifier  # noqa: E402
-from classify.paths import DEFAULT_GOLD, PROJECT_ROOT  # noqa: E402
-from classify.records import Record  # noqa: E402
-from classify.taxonomy import load_taxonomy, parse_taxonomy  # noqa: E402
+from classify.core.gold import load_gold  # noqa: E402
+from classify.classifiers.llm.cache import LLMStore, list_logs  # noqa: E402
+from classify.classifiers.llm.server import LocalServer, LocalServerError, resolve_local_model, running_servers  # noqa: E402
+from classify.classifiers.base import ModelOptions, make_classifier  # noqa: E402
+from classify.core.paths import DEFAULT_GOLD, PROJECT_ROOT  # noqa: E402
+from classify.core.records import Record  # noqa: E402
+from classify.core.taxonomy import load_taxonomy, parse_taxonomy  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -167,10 +167,10 @@ SCRIPT = textwrap.dedent("""
             t.print_stack(file=sys.stderr)
         sys.stderr.flush()
     signal.signal(signal.SIGUSR2, _tasks)
-    from classify.llm.server import shared_server, resolve_local_model
-    from classify.models import ModelOptions, make_classifier
-    from classify.records import Record
-    from classify.taxonomy import load_taxonomy
+    from classify.classifiers.llm.server import shared_server, resolve_local_model
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.core.records import Record
+    from classify.core.taxonomy import load_taxonomy
 
     s = shared_server(resolve_local_model("smollm2-135m"), "smollm2-135m", n_ctx=4096)
     print(s.proc.pid, flush=True)

@@ -6,13 +6,13 @@ import copy
 
 import pytest
 
-from classify.llm.answer import answer_schema, parse_answer, response_format, span_probability
-from classify.llm.endpoint import guess_dialect, make_endpoint, redact, redact_url
-from classify.llm.prompts import PromptSet, budget, defuse
-from classify.llm.settings import SettingsError, parse_settings
-from classify.paths import PROMPTS_DIR
-from classify.records import Record
-from classify.taxonomy import load_taxonomy, parse_taxonomy
+from classify.classifiers.llm.answer import answer_schema, parse_answer, response_format, span_probability
+from classify.classifiers.llm.endpoint import guess_dialect, make_endpoint, redact, redact_url
+from classify.classifiers.llm.prompts import PromptSet, budget, defuse
+from classify.classifiers.llm.settings import SettingsError, parse_settings
+from classify.core.paths import PROMPTS_DIR
+from classify.core.records import Record
+from classify.core.taxonomy import load_taxonomy, parse_taxonomy
 
 TAX = load_taxonomy()
 SET = PROMPTS_DIR / "llm"
@@ -92,7 +92,7 @@ def test_budget_clips_long_issues():
 
 
 def test_examples_come_before_the_issue_with_gold_answers():
-    from classify.llm.prompts import Example
+    from classify.classifiers.llm.prompts import Example
 
     p = PromptSet(SET, TAX)
     ex = [Example(r(9, title="EXAMPLE"), {"symptom": "hang", "root_cause": "synchronization"})]
@@ -181,7 +181,7 @@ def test_endpoint_dialects_and_redaction(monkeypatch):
 
 
 def test_model_specs_are_registered():
-    from classify.models import ModelOptions, ModelSpecError, known_specs, make_classifier
+    from classify.classifiers.base import ModelOptions, ModelSpecError, known_specs, make_classifier
 
     assert "openai:" in known_specs() and "local:" in known_specs()
     with pytest.raises(ModelSpecError, match="name the model"):
@@ -193,7 +193,7 @@ def test_model_specs_are_registered():
 
 
 def test_local_server_gets_no_user_key(monkeypatch):
-    from classify.models import ModelOptions, make_classifier
+    from classify.classifiers.base import ModelOptions, make_classifier
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-user-key-0123456789abcdef")
     clf = make_classifier("local:smollm2-135m", TAX, ModelOptions())

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from classify.metrics import INVALID, dimension_report, kappa_ci, selective_curve
+from classify.evaluation.metrics import INVALID, dimension_report, kappa_ci, selective_curve
 
 
 def test_kappa_is_sklearns_on_a_known_case():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classify.embed import Encoder
+from classify.encoders.encoder import Encoder
 
 
 @pytest.mark.slow
@@ -35,8 +35,8 @@ def test_onnx_backend_has_its_own_cache_key():
 
 
 def test_unknown_onnx_backend_is_refused():
-    from classify.onnx_backend import OnnxBackendError, OnnxSentenceEncoder
-    from classify.embed import resolve_encoder
+    from classify.encoders.onnx import OnnxBackendError, OnnxSentenceEncoder
+    from classify.encoders.encoder import resolve_encoder
 
     path, key = resolve_encoder(None)
     with pytest.raises(OnnxBackendError, match="unknown ONNX backend"):

@@ -8,8 +8,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.paths import DEFAULT_INPUT, PROJECT_ROOT
+from classify.cli.main import app
+from classify.core.paths import DEFAULT_INPUT, PROJECT_ROOT
 from conftest import write_jsonl
 
 runner = CliRunner()
@@ -71,12 +71,12 @@ def test_input_labels_are_ignored_and_formats_by_extension(tmp_path, gold_rows):
 
 
 def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows):
-    from classify.models import make_classifier
-    from classify.run import label_records, partial_path, provenance_for
-    from classify.gold import load_gold
-    from classify.paths import DEFAULT_GOLD
-    from classify.records import read_records
-    from classify.taxonomy import load_taxonomy
+    from classify.classifiers.base import make_classifier
+    from classify.labeling.resumable import label_records, partial_path, provenance_for
+    from classify.core.gold import load_gold
+    from classify.core.paths import DEFAULT_GOLD
+    from classify.core.records import read_records
+    from classify.core.taxonomy import load_taxonomy
 
     tax = load_taxonomy()
     g = load_gold(DEFAULT_GOLD, tax)
@@ -99,7 +99,7 @@ def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows)
     assert s.resumed == 10 and s.labeled == 131 and not part.exists()
     # A checkpoint written by different arguments is refused, not mixed in.
     part.write_text(json.dumps({"signature": "OTHER"}) + "\n")
-    from classify.run import RunError
+    from classify.labeling.resumable import RunError
     with pytest.raises(RunError, match="different arguments"):
         label_records(clf, recs, out, {}, "S1")
 
@@ -112,7 +112,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, gold_rows):
             for i, r in enumerate(gold_rows)][:320]
     write_jsonl(inp, rows)
     out = tmp_path / "out.jsonl"
-    cmd = [sys.executable, "-m", "classify.cli", "run", "--model", "embed-logreg", "--input", str(inp),
+    cmd = [sys.executable, "-m", "classify.cli.main", "run", "--model", "embed-logreg", "--input", str(inp),
            "--out", str(out), "--chunk-size", "16"]
     env = {**os.environ}
     part = tmp_path / "out.jsonl.partial.jsonl"

@@ -2,9 +2,9 @@ import json
 
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.paths import DEFAULT_INPUT
-from classify.screening import load_screening_gold
+from classify.cli.main import app
+from classify.core.paths import DEFAULT_INPUT
+from classify.core.screening import load_screening_gold
 
 runner = CliRunner()
 
@@ -44,13 +44,13 @@ def test_run_with_screening(tmp_path):
 def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path):
     # The screening model reads every record, so it encodes each block up front; the labeling
     # model (same encoder) then finds the kept records cached. Nothing is encoded twice.
-    from classify.gold import load_gold
-    from classify.models import make_classifier
-    from classify.paths import DEFAULT_GOLD
-    from classify.records import read_records
-    from classify.run import label_records
-    from classify.screening import screening_taxonomy
-    from classify.taxonomy import load_taxonomy
+    from classify.core.gold import load_gold
+    from classify.classifiers.base import make_classifier
+    from classify.core.paths import DEFAULT_GOLD
+    from classify.core.records import read_records
+    from classify.labeling.resumable import label_records
+    from classify.core.screening import screening_taxonomy
+    from classify.core.taxonomy import load_taxonomy
 
     tax, s_tax = load_taxonomy(), screening_taxonomy()
     g, sg = load_gold(DEFAULT_GOLD, tax), load_screening_gold(None, s_tax)

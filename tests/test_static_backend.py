@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from classify.embed import BACKENDS, EmbeddingCache, Encoder, resolve_encoder, text_hash
+from classify.encoders.encoder import BACKENDS, EmbeddingCache, Encoder, resolve_encoder, text_hash
 
 
 def _m2v(**kw) -> Encoder:
@@ -20,7 +20,7 @@ def _m2v(**kw) -> Encoder:
 @pytest.fixture(scope="module")
 def distilled():
     """The StaticSentenceEncoder of the packaged MiniLM, distilled (once) for this session."""
-    from classify.static_backend import static_dir
+    from classify.encoders.static import static_dir
 
     enc = _m2v(use_cache=False)
     existed = (static_dir(enc.weights_key) / "model.safetensors").exists()
@@ -37,7 +37,7 @@ def test_unknown_backend_is_refused_up_front():
 
 
 def test_unknown_backend_is_a_clean_cli_error(tmp_path):
-    from classify.cli import app
+    from classify.cli.main import app
 
     out = tmp_path / "labels.jsonl"
     r = CliRunner().invoke(app, ["run", "--model", "embed-logreg", "--opt", "backend=static", "--out", str(out)])
@@ -48,7 +48,7 @@ def test_unknown_backend_is_a_clean_cli_error(tmp_path):
 
 
 def test_model2vec_has_its_own_cache_key_naming_the_settings():
-    from classify.static_backend import settings_tag, static_dir
+    from classify.encoders.static import settings_tag, static_dir
 
     assert "model2vec" in BACKENDS
     keys = {b: Encoder(None, backend=b).model_key for b in BACKENDS}
@@ -109,7 +109,7 @@ def test_second_encoder_reuses_table_and_cache(distilled, tmp_path):
 
 @pytest.mark.slow
 def test_embed_logreg_trains_and_predicts_on_static_vectors(distilled, gold, taxonomy):
-    from classify.models import ModelOptions, make_classifier
+    from classify.classifiers.base import ModelOptions, make_classifier
 
     idx = np.random.default_rng(0).permutation(len(gold))
     te, tr = sorted(idx[:40]), sorted(idx[40:])

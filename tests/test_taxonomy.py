@@ -3,8 +3,8 @@ import copy
 import pytest
 import yaml
 
-from classify.paths import DEFAULT_TAXONOMY
-from classify.taxonomy import TaxonomyError, load_taxonomy, parse_taxonomy
+from classify.core.paths import DEFAULT_TAXONOMY
+from classify.core.taxonomy import TaxonomyError, load_taxonomy, parse_taxonomy
 
 
 @pytest.fixture

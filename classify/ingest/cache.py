@@ -7,6 +7,7 @@ Each response is committed as soon as it arrives: an interrupted fetch keeps wha
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
-class CacheError(RuntimeError):
+class CacheError(ClassifyError, RuntimeError):
     pass
 
 

@@ -10,6 +10,7 @@ in messages (any echo of it is redacted).
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import logging
 import os
 import time
@@ -28,7 +29,7 @@ API_VERSION = "2022-11-28"
 log = logging.getLogger("classify.fetch")
 
 
-class FetchError(RuntimeError):
+class FetchError(ClassifyError, RuntimeError):
     """A request failed for good. The message names the URL and GitHub's reason, never the token."""
 
     def __init__(self, message: str, status: int | None = None):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.ingest.normalize import RefError, gh_cli_issue_to_row, issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
-from classify.records import CORE_FIELDS, FORMATS, RecordsError, read_rows
+from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows
 
 log = logging.getLogger("classify.fetch")
 

@@ -1,6 +1,6 @@
 """Turn GitHub issue JSON (REST API or `gh` CLI exports) into our record rows.
 
-Row shape (readable by classify.records.read_records):
+Row shape (readable by classify.core.records.read_records):
     id           `<repo name, lower case>-<number>`, as in gold/reports.jsonl (`deepgemm-19`)
     repo         `owner/name` as GitHub spells it
     number, url (the issue's web page), title, body
@@ -11,6 +11,7 @@ Row shape (readable by classify.records.read_records):
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import re
 from typing import Any
 
@@ -20,7 +21,7 @@ _SHORT_REF = re.compile(r"^([\w.-]+)/([\w.-]+)#(\d+)$")
 _REPO = re.compile(r"^([\w.-]+)/([\w.-]+)$")
 
 
-class RefError(ValueError):
+class RefError(ClassifyError, ValueError):
     pass
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from classify.records import CORE_FIELDS, read_rows, to_record, validate_records, write_rows
+from classify.core.records import CORE_FIELDS, read_rows, to_record, validate_records, write_rows
 
 
 @dataclass

@@ -10,6 +10,7 @@ The new gold keeps the input file's encoding (goldfile.py): a screening file sta
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import copy
 import re
 from dataclasses import dataclass, field
@@ -18,17 +19,17 @@ from pathlib import Path
 
 import yaml
 
-from classify.gold import GoldSet, gold_from_records
-from classify.records import RecordsError, atomic_write_text, to_record
-from classify.review import goldfile
+from classify.core.gold import GoldSet, gold_from_records
+from classify.core.records import RecordsError, atomic_write_text, to_record
+from classify.core import goldfile
 from classify.review.decisions import check_decisions
 from classify.review.proposals import UNMAPPED, Change, ProposalError, apply_changes, collect_changes
 from classify.review.queue import check_queue_matches
 from classify.review.schema import Decision, Queue
-from classify.taxonomy import Taxonomy, parse_taxonomy
+from classify.core.taxonomy import Taxonomy, parse_taxonomy
 
 
-class ApplyError(ValueError):
+class ApplyError(ClassifyError, ValueError):
     """The decisions cannot be applied; nothing was written."""
 
 

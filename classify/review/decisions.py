@@ -6,6 +6,7 @@ unknown label, and it is rejected with every problem listed, before anything is 
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import json
 import os
 from datetime import datetime, timezone
@@ -13,13 +14,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from classify.records import atomic_write_text
+from classify.core.records import atomic_write_text
 from classify.review.proposals import ProposalError, apply_changes, collect_changes, new_category_ids
 from classify.review.schema import Decision, Queue, validation_message
-from classify.taxonomy import Taxonomy
+from classify.core.taxonomy import Taxonomy
 
 
-class DecisionsError(ValueError):
+class DecisionsError(ClassifyError, ValueError):
     """A decisions file is malformed, stale (made for another queue or gold) or inconsistent."""
 
 

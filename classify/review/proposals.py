@@ -7,6 +7,7 @@ that apply() uses on every gold and coder label, so labels and codebook change t
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import copy
 import re
 from dataclasses import dataclass, field
@@ -14,12 +15,12 @@ from datetime import date
 from typing import Iterable
 
 from classify.review.schema import AddCategory, AddCue, Decision, EditDefinition, Merge, Split
-from classify.taxonomy import Taxonomy, TaxonomyError, parse_taxonomy
+from classify.core.taxonomy import Taxonomy, TaxonomyError, parse_taxonomy
 
 UNMAPPED = object()  # a split category label on an item its mapping does not cover
 
 
-class ProposalError(ValueError):
+class ProposalError(ClassifyError, ValueError):
     """A proposal cannot be applied (unknown category, conflict, or it breaks the codebook)."""
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from classify import screening
-from classify.gold import GoldSet
-from classify.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
+from classify.core import screening
+from classify.core.gold import GoldSet
+from classify.core.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
 from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason
 
 CODEBOOK_WEIGHT = 0.3  # a coder's note asks a codebook question; no model evidence behind it

@@ -7,6 +7,7 @@ item and a reviewer can change their mind.
 
 from __future__ import annotations
 
+from classify.core.errors import ClassifyError
 import hashlib
 import json
 from pathlib import Path
@@ -14,14 +15,14 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from classify.records import atomic_write_text
+from classify.core.records import atomic_write_text
 
 ReasonKind = Literal["model_disagrees", "likely_mislabeled", "models_disagree", "low_confidence", "codebook_note"]
 Action = Literal["keep", "accept", "set", "ambiguous", "skip"]
 ACTIONS: tuple[str, ...] = ("keep", "accept", "set", "ambiguous", "skip")
 
 
-class QueueError(ValueError):
+class QueueError(ClassifyError, ValueError):
     """A queue file is missing, malformed, or was built from other gold/taxonomy files."""
 
 

@@ -22,7 +22,7 @@ from classify.review.decisions import (DecisionsError, append_decision, check_de
 from classify.review.proposals import new_category_ids
 from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Queue,
                                     QueueItem, Split, validation_message)
-from classify.taxonomy import Taxonomy
+from classify.core.taxonomy import Taxonomy
 
 BODY_CHARS, DISC_CHARS, NOTE_CHARS = 1500, 800, 600
 ACTION_KEYS = {"k": "keep", "a": "accept", "s": "set", "?": "ambiguous", "n": "skip"}

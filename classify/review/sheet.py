@@ -26,11 +26,11 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from classify.records import atomic_write_text
+from classify.core.records import atomic_write_text
 from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
 from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Proposal,
                                     Queue, Split, validation_message)
-from classify.taxonomy import Taxonomy
+from classify.core.taxonomy import Taxonomy
 
 INFO_COLUMNS = ["rank", "id", "dimension", "score", "reasons", "gold", "coders", "models", "title", "url", "body",
                 "discussion", "adjudication_note"]

@@ -8,8 +8,8 @@ from fetch_fixtures import N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (f
 from github_server import Fault
 from typer.testing import CliRunner
 
-from classify.cli_fetch import fetch_app
-from classify.records import read_records
+from classify.cli.fetch import fetch_app
+from classify.core.records import read_records
 
 runner = CliRunner()
 N_ISSUES = N_ITEMS - len(PRS)
@@ -75,7 +75,7 @@ def test_gh_json_and_csv_commands(tmp_path):
     export.write_text(json.dumps([{"number": 3, "title": "Segfault in matmul", "body": "", "url": "https://github.com/triton-lang/triton/issues/3",
                                    "createdAt": "2024-01-01T00:00:00Z", "comments": [], "state": "OPEN", "labels": []}]))
     out = tmp_path / "all.jsonl"
-    from classify.cli import app  # mounted as `classify fetch ...`
+    from classify.cli.main import app  # mounted as `classify fetch ...`
 
     r = runner.invoke(app, ["fetch", "gh-json", str(export), "-o", str(out)])
     assert r.exit_code == 0, r.output
@@ -104,10 +104,10 @@ def test_github_command_keeps_earlier_repositories_when_a_later_one_fails(gh, tm
 
 
 def test_gold_sheet_of_urls_and_labels_becomes_a_gold_set(gh, tmp_path):
-    from classify.gold import load_gold
-    from classify.paths import DEFAULT_GOLD
-    from classify.records import read_rows
-    from classify.taxonomy import load_taxonomy
+    from classify.core.gold import load_gold
+    from classify.core.paths import DEFAULT_GOLD
+    from classify.core.records import read_rows
+    from classify.core.taxonomy import load_taxonomy
 
     # Labels taken from the shipped gold set, so they are valid codes of the taxonomy.
     coded = [r for r in read_rows(DEFAULT_GOLD) if r["root_cause"]][:2] + [r for r in read_rows(DEFAULT_GOLD) if not r["root_cause"]][:1]

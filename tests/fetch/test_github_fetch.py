@@ -10,7 +10,7 @@ from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F
 from github_server import Fault, LocalGitHub
 
 from classify.ingest import FetchError, RateLimitError, RetryPolicy, fetch_issue_refs, fetch_repo_issues, write_fetched
-from classify.records import read_records
+from classify.core.records import read_records
 
 ISSUES = [n for n in range(1, N_ITEMS + 1) if n not in PRS]
 LIST = r"/issues\?"  # fault patterns: the issues list, and one page of it

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from classify.ingest import import_gh_json, import_table, parse_mapping, read_issue_refs, write_fetched
-from classify.records import RecordsError, read_records, read_rows, write_rows
+from classify.core.records import RecordsError, read_records, read_rows, write_rows
 
 GH_LIST = [
     {

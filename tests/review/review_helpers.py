@@ -7,9 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-from classify.gold import load_gold
-from classify.paths import DEFAULT_GOLD, DEFAULT_INPUT, DEFAULT_TAXONOMY
-from classify.taxonomy import load_taxonomy
+from classify.core.gold import load_gold
+from classify.core.paths import DEFAULT_GOLD, DEFAULT_INPUT, DEFAULT_TAXONOMY
+from classify.core.taxonomy import load_taxonomy
 
 
 def gold_subset(tmp: Path, every: int = 5) -> tuple[Path, Path]:

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.compare import CompareError, compare_metrics, render_comparison
+from classify.cli.main import app
+from classify.evaluation.compare import CompareError, compare_metrics, render_comparison
 
 
 def _run(tmp_path, name, kappas, gold_hash, gold_labels):
@@ -39,7 +39,7 @@ def test_compare_deltas_and_changed_gold(tmp_path):
 
 
 def test_previous_folds_reused_and_new_ids_hashed(tmp_path):
-    from classify.compare import previous_folds
+    from classify.evaluation.compare import previous_folds
 
     d = _run(tmp_path, "old", {"symptom": 0.5}, "h", {})
     meta = json.loads((d / "metrics.json").read_text())
@@ -55,7 +55,7 @@ def test_previous_folds_reused_and_new_ids_hashed(tmp_path):
 
 
 def test_cross_validate_rejects_bad_folds(gold):
-    from classify.evaluate import cross_validate
+    from classify.evaluation.crossval import cross_validate
 
     with pytest.raises(ValueError, match="one fold in 0..4"):
         cross_validate("embed-centroid", gold, k=5, folds=[0] * (len(gold) - 1))

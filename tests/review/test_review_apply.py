@@ -8,14 +8,14 @@ import pytest
 from review_helpers import fake_eval_run, gold_subset, read_jsonl, tree_state, unlabeled_subset
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.gold import load_gold
+from classify.cli.main import app
+from classify.core.gold import load_gold
 from classify.review.apply import ApplyError, next_gold_path, next_taxonomy_path, plan_apply, write_plan
 from classify.review.decisions import DecisionsError, write_decisions
 from classify.review.queue import build_queue
 from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Split,
                                     save_queue)
-from classify.taxonomy import load_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 runner = CliRunner()
 WHEN = "2026-02-01T10:00:00+00:00"

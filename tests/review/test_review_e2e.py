@@ -8,10 +8,10 @@ import pytest
 from review_helpers import gold_subset, read_jsonl
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.gold import load_gold
+from classify.cli.main import app
+from classify.core.gold import load_gold
 from classify.review.schema import load_queue
-from classify.taxonomy import load_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 runner = CliRunner()
 

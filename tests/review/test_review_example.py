@@ -5,12 +5,12 @@ from __future__ import annotations
 import yaml
 from review_helpers import gold_subset
 
-from classify.gold import load_gold
-from classify.paths import PROJECT_ROOT
+from classify.core.gold import load_gold
+from classify.core.paths import PROJECT_ROOT
 from classify.review.apply import plan_apply
 from classify.review.decisions import read_decisions
 from classify.review.queue import build_queue
-from classify.taxonomy import load_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 EXAMPLE = PROJECT_ROOT / "docs" / "review-example"
 

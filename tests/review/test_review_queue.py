@@ -7,10 +7,10 @@ import json
 import pytest
 from review_helpers import fake_eval_run, gold_subset, unlabeled_subset
 
-from classify.gold import load_gold
+from classify.core.gold import load_gold
 from classify.review.queue import build_queue, note_dimensions
 from classify.review.schema import QueueError, load_queue, save_queue
-from classify.taxonomy import load_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_unlabeled_runs_disagreement_and_low_confidence(tmp_path, gold):
 
 
 def test_codebook_notes_become_items_of_the_dimension_they_name(tmp_path, gold):
-    from classify.paths import PROJECT_ROOT
+    from classify.core.paths import PROJECT_ROOT
 
     q, counts = build_queue(gold, notes=PROJECT_ROOT / "gold" / "adjudication.jsonl")
     assert counts["codebook_note"] == len(q.items) > 0

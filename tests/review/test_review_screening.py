@@ -15,14 +15,14 @@ import pytest
 from review_helpers import read_jsonl, tree_state, unlabeled_subset
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.paths import DEFAULT_SCREENING, PROJECT_ROOT
+from classify.cli.main import app
+from classify.core.paths import DEFAULT_SCREENING, PROJECT_ROOT
 from classify.review.apply import ApplyError, plan_apply
-from classify.review.goldfile import load_gold_for
+from classify.core.goldfile import load_gold_for
 from classify.review.queue import build_queue, note_dimensions
 from classify.review.schema import AddCategory, Decision, NewCategory, load_queue
-from classify.screening import SCREENING_TAXONOMY, file_row, load_screening_gold, screening_taxonomy
-from classify.taxonomy import load_taxonomy
+from classify.core.screening import SCREENING_TAXONOMY, file_row, load_screening_gold, screening_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 runner = CliRunner()
 NOTES = PROJECT_ROOT / "gold" / "adjudication.jsonl"
@@ -252,7 +252,7 @@ def test_a_file_row_without_either_field_takes_the_files_encoding():
 
 
 def test_new_gold_version_keeps_lines_with_unicode_line_separators(tmp_path):
-    from classify.review.goldfile import write_gold
+    from classify.core.goldfile import write_gold
 
     src = tmp_path / "gold.jsonl"
     rows = [{"id": "a", "body": "first\u2028second\u0085third"}, {"id": "b", "body": "plain"}]

@@ -11,12 +11,12 @@ from review_helpers import fake_eval_run, gold_subset, read_jsonl, tree_state
 from rich.console import Console
 from typer.testing import CliRunner
 
-from classify.cli import app
-from classify.gold import load_gold
+from classify.cli.main import app
+from classify.core.gold import load_gold
 from classify.review.queue import build_queue
 from classify.review.schema import save_queue
 from classify.review.session import EndOfInput, Session, Terminal
-from classify.taxonomy import load_taxonomy
+from classify.core.taxonomy import load_taxonomy
 
 runner = CliRunner()
 

@@ -1,0 +1,283 @@
+"""The LLM classifier behind `openai:<model>` and `local:<name|file.gguf>` specs.
+
+One request per issue returns a label for every dimension (one JSON object). Options come from
+ModelOptions.extra (see settings.py and docs/llm.md). Invalid answers are re-asked with the
+validation error fed back, up to `repair_retries` times, then recorded as status="invalid" with
+the raw answer kept; a bulk run never stops on one bad answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
+from classify.classifiers.llm.cache import LLMStore
+from classify.classifiers.llm.client import ChatClient, ClientStats, RequestFailed
+from classify.classifiers.llm.endpoint import Endpoint, make_endpoint
+from classify.classifiers.llm.prompts import Example, PromptSet
+from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
+from classify.classifiers.llm.settings import LLMSettings, parse_settings
+from classify.classifiers.base import ModelOptions, ModelSpecError, Prediction, register
+from classify.core.paths import cache_dir
+from classify.core.records import Record
+from classify.core.taxonomy import Taxonomy
+
+
+_ENCODERS: dict[tuple, Any] = {}
+
+
+@dataclass
+class Plan:
+    """Everything needed to label one record, before any request is made."""
+
+    record: Record
+    examples: list[Example]
+    messages: list[dict[str, str]]
+    params: list[dict[str, Any]] = field(default_factory=list)  # one per sample
+
+
+class LLMClassifier:
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, store: LLMStore | None = None):
+        self.spec = spec
+        self.taxonomy = taxonomy
+        self.options = options
+        self.settings: LLMSettings = parse_settings(options.extra)
+        s = self.settings
+        family, _, name = spec.partition(":")
+        self.family = family
+        self.model_path = None
+        if family == "local":
+            name = name or DEFAULT_LOCAL
+            try:
+                self.model_path = resolve_local_model(name)
+            except LocalServerError as e:
+                raise ModelSpecError(str(e)) from None
+            alias = self.model_path.stem if name.lower().endswith(".gguf") else name
+            self.endpoint: Endpoint = make_endpoint(
+                alias, base_url=None, dialect=s.dialect or "llama-cpp", structured=s.structured,
+                # logprobs off unless asked: they make the server compute logits for every prompt token
+                fold_system=s.fold_system, logprobs=bool(s.logprobs), timeout=s.timeout or 600.0,
+                identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}", key_required=False)
+            self.endpoint.api_key_env = ""
+        else:
+            if not name:
+                raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
+            self.endpoint = make_endpoint(
+                name, base_url=s.base_url, api_key_env=s.api_key_env, dialect=s.dialect, structured=s.structured,
+                fold_system=s.fold_system, logprobs=s.logprobs, timeout=s.timeout)
+        self.prompts = PromptSet(
+            s.prompts_dir, taxonomy, rationale=s.rationale, allow_null=s.allow_null, layout=s.layout,
+            fold_system=self.endpoint.fold_system, max_chars=s.max_chars, example_chars=s.example_chars,
+            include_discussion=options.include_discussion)
+        self.schema = answer_schema(taxonomy, s.rationale, s.allow_null,
+                                    limit_rationale=self.endpoint.structured == "json_object_schema")
+        self._store = store
+        self.selector = None
+        self.encoder_key: str | None = None
+        self.n_train: dict[str, int] = {}
+        self.stats = ClientStats()  # summed over predict() calls
+        self.fitted = False
+
+    # -- interface ---------------------------------------------------------------------------
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "LLMClassifier":
+        self.n_train = {d: sum(1 for y in labels.get(d, []) if y is not None) for d in self.taxonomy.dimension_ids}
+        if self.settings.strategy == "few-shot":
+            from classify.encoders.encoder import Encoder
+            from classify.classifiers.llm.fewshot import ExampleSelector
+
+            key = (self.options.encoder, self.options.batch_size, self.options.show_progress, self.settings.backend,
+                   str(cache_dir()), threading.get_ident())
+            enc = _ENCODERS.get(key)
+            if enc is None:  # one loaded encoder for all folds of a cross-validation
+                enc = _ENCODERS[key] = Encoder(self.options.encoder, batch_size=self.options.batch_size,
+                                               show_progress=self.options.show_progress, backend=self.settings.backend)
+            self.selector = ExampleSelector(records, labels, self.taxonomy.dimension_ids, enc,
+                                            self.options.include_discussion,
+                                            require_complete=not self.settings.allow_null)
+            self.encoder_key = enc.model_key
+        self.fitted = True
+        return self
+
+    def prepare(self, records: list[Record], progress=None) -> None:
+        """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
+        if self.selector is not None and records:
+            self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
+
+    def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        plans = self.plan(records)
+        if self.family == "local" and plans:
+            server = shared_server(self.model_path, self.endpoint.model, n_ctx=self.settings.n_ctx,
+                                   n_threads=self.settings.n_threads, logits_all=self.endpoint.logprobs)
+            self.endpoint.base_url = server.base_url
+        rows = _run(self._predict_async(plans)) if plans else []
+        return {d: [row[d] for row in rows] for d in self.taxonomy.dimension_ids}
+
+    def provenance(self) -> dict[str, Any]:
+        s = self.settings
+        p: dict[str, Any] = {
+            "model": self.spec,
+            **self.endpoint.describe(),
+            "prompt_hash": self.prompts.hash,
+            "prompt_set": str(self.prompts.folder.name),
+            "layout": s.layout,
+            "strategy": s.strategy,
+            "rationale": s.rationale,
+            "samples": s.samples,
+            "temperature": s.eff_temperature,
+            "max_tokens": s.eff_max_tokens,
+            "allow_null": s.allow_null,
+            "taxonomy": self.taxonomy.label,
+            "taxonomy_fingerprint": self.taxonomy.fingerprint(),
+            "n_train": dict(self.n_train),
+        }
+        if s.strategy == "few-shot":
+            p["k"] = s.k
+            p["encoder"] = self.encoder_key
+        if self.model_path is not None:
+            p["gguf"] = self.model_path.name
+        return p
+
+    # -- planning ------------------------------------------------------------------------------
+
+    def plan(self, records: list[Record]) -> list[Plan]:
+        """Examples and rendered messages for each record (no request is made)."""
+        s = self.settings
+        if s.strategy == "few-shot":
+            if self.selector is None:
+                raise RuntimeError(f"{self.spec}: few-shot needs fit() with training records before predict()")
+            examples = self.selector.select(records, s.k)
+        else:
+            examples = [[] for _ in records]
+        plans = []
+        for r, ex in zip(records, examples):
+            params = [{"temperature": s.eff_temperature, "max_tokens": s.eff_max_tokens, "seed": self.options.seed + i}
+                      for i in range(s.samples)]
+            plans.append(Plan(r, ex, self.prompts.messages(r, ex), params))
+        return plans
+
+    def client(self, store: LLMStore | None = None) -> ChatClient:
+        s = self.settings
+        return ChatClient(self.endpoint, store if store is not None else self.store,
+                          concurrency=s.concurrency or (2 if self.family == "local" else 4),
+                          max_retries=s.max_retries, use_cache=s.cache)
+
+    @property
+    def store(self) -> LLMStore:
+        if self._store is None:
+            self._store = LLMStore()
+        return self._store
+
+    # -- labelling -----------------------------------------------------------------------------
+
+    async def _predict_async(self, plans: list[Plan]) -> list[dict[str, Prediction]]:
+        async with self.client() as client:
+            tasks = [asyncio.create_task(self._label_one(client, p)) for p in plans]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                # A fatal error (bad key, unknown model) or Ctrl-C: stop the other requests before
+                # the client closes under them.
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            finally:
+                self._add_stats(client.stats)
+
+    def _add_stats(self, st: ClientStats) -> None:
+        for k, v in st.as_dict().items():
+            cur = getattr(self.stats, k)
+            setattr(self.stats, k, cur + v)
+
+    async def _label_one(self, client: ChatClient, plan: Plan) -> dict[str, Prediction]:
+        samples: list[tuple[Answer | None, str | None, list | None, str | None]] = []
+        for params in plan.params:
+            samples.append(await self._one_sample(client, plan, params))
+        return self._aggregate(plan, samples)
+
+    async def _one_sample(self, client: ChatClient, plan: Plan, params: dict[str, Any]):
+        """(answer, raw content, token logprobs, transport error) after up to repair_retries re-asks."""
+        msgs = list(plan.messages)
+        ans, raw, lp = None, None, None
+        for _ in range(self.settings.repair_retries + 1):
+            try:
+                res = await client.complete(msgs, params, self.schema, plan.record.id)
+            except RequestFailed as e:
+                return ans, raw, lp, str(e)
+            raw, lp = res.content, res.logprobs
+            ans = parse_answer(res.content, self.taxonomy, self.settings.allow_null)
+            if ans.ok:
+                break
+            err = ans.error_text()
+            if res.finish_reason == "length":
+                err += f" (the answer was cut off at {params['max_tokens']} tokens: answer shorter)"
+            msgs = msgs + [{"role": "assistant", "content": res.content},
+                           {"role": "user", "content": self.prompts.repair_text(err)}]
+        return ans, raw, lp, None
+
+    def _aggregate(self, plan: Plan, samples) -> dict[str, Prediction]:
+        n = len(samples)
+        ex_ids = [e.record.id for e in plan.examples]
+        rationale = next((a.rationale for a, *_ in samples if a is not None and a.rationale), None)
+        out: dict[str, Prediction] = {}
+        for d in self.taxonomy.dimension_ids:
+            votes = [a.labels[d] for a, *_ in samples if a is not None and d in a.labels]
+            extra: dict[str, Any] = {"examples": ex_ids} if ex_ids else {}
+            if not votes:
+                ans, raw, _, err = samples[-1]
+                why = err or (ans.errors.get(d) if ans is not None else None) or "no answer"
+                out[d] = Prediction(label=None, status="invalid", raw=raw, extra={**extra, "error": why})
+                continue
+            counts = Counter(votes)
+            label = max(counts, key=lambda c: (counts[c], -votes.index(c)))  # ties: the earliest answer
+            if n > 1:
+                conf = counts[label] / n
+                proba = {str(c): k / n for c, k in counts.items()}
+            else:
+                ans, raw, lp, _ = samples[0]
+                conf = span_probability(lp, raw or "", ans.spans[d]) if d in ans.spans else None
+                proba = None
+            out[d] = Prediction(label=label, confidence=conf, proba=proba, rationale=rationale, extra=extra)
+        return out
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def _run(coro):
+    """Run a coroutine to completion from sync code, also when an event loop is already running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["v"] = asyncio.run(coro)
+        except BaseException as e:  # handed back to the caller's thread
+            box["e"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "e" in box:
+        raise box["e"]
+    return box["v"]
+
+
+@register("openai:")
+def _openai(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMClassifier:
+    return LLMClassifier(spec, taxonomy, options)
+
+
+@register("local:")
+def _local(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMClassifier:
+    return LLMClassifier(spec, taxonomy, options)

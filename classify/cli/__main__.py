@@ -1,0 +1,3 @@
+from classify.cli.main import main
+
+main()

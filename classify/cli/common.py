@@ -1,0 +1,168 @@
+"""What every command module shares: consoles, the one error exit, and option types declared once.
+
+Commands parse, call one library function and print. Errors a user can cause are
+`ClassifyError`s raised by the library; `classify.cli.main.main` prints them as one line and exits 2,
+so commands do not wrap library calls in try/except.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Callable, NoReturn, Optional
+
+import click
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from classify.core.errors import ClassifyError
+
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 160)
+# Error messages hold paths and ids: never break them.
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=True)
+
+
+def fail(msg: str) -> NoReturn:
+    """Print `error: msg` and exit 2 (the exit code of every user error)."""
+    from rich.markup import escape
+
+    # escape: messages quote user input such as `ensemble:a[embed=false]+b`, which rich would eat as a tag.
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True)
+    raise typer.Exit(2)
+
+
+class Task(str, Enum):
+    labels = "labels"
+    screening = "screening"
+
+
+class Strategy(str, Enum):
+    zero_shot = "zero-shot"
+    few_shot = "few-shot"
+
+
+# -- options shared by several commands, declared once --------------------------------------------
+TaxonomyPath = Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")]
+GoldPath = Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl).")]
+ModelSpec = Annotated[str, typer.Option("--model", "-m", help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m.")]
+EncoderName = Annotated[Optional[str], typer.Option("--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).")]
+NoDiscussion = Annotated[bool, typer.Option("--no-discussion", help="Encode title + body only (default: title + body + discussion).")]
+ModelOpts = Annotated[list[str], typer.Option("--opt", help="Model option key=value (repeatable); `classify models --options SPEC` lists a spec's keys.")]
+Folds = Annotated[int, typer.Option("--folds", "-k", min=2, help="Cross-validation folds.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Encoder batch size.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed for folds, models and bootstrap.")]
+NBoot = Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for kappa CIs.")]
+TaskOpt = Annotated[Task, typer.Option("--task", help="labels (symptom/root cause on gold/reports.jsonl) or screening (failure report or not, on gold/screening.jsonl).")]
+
+
+def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
+    """`key=value` strings to a dict; values are JSON when they parse as JSON, else strings.
+
+    The model family's typed options validate and convert them (`C=0.001` -> float, `char=ture` refused).
+    """
+    out: dict[str, Any] = {}
+    for o in opts:
+        k, eq, v = o.partition("=")
+        if not eq or not k.strip():
+            fail(f"{flag} expects key=value, got {o!r}")
+        if k in out:
+            fail(f"{flag} {k} given twice")
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+# -- the LLM flags: declared once, added to every command that can talk to an LLM --------------------
+LLM_FLAGS: dict[str, Any] = {
+    "base_url": Annotated[Optional[str], typer.Option("--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")],
+    "api_key_env": Annotated[Optional[str], typer.Option("--api-key-env", help="LLM: environment variable holding the API key (default OPENAI_API_KEY).")],
+    "strategy": Annotated[Optional[Strategy], typer.Option("--strategy", help="LLM: zero-shot (default) or few-shot.")],
+    "shots": Annotated[Optional[int], typer.Option("--shots", min=1, help="LLM few-shot: examples per issue (default 4).")],
+    "rationale": Annotated[Optional[bool], typer.Option("--rationale/--no-rationale", help="LLM: ask for a short rationale before the labels.")],
+    "samples": Annotated[Optional[int], typer.Option("--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share).")],
+    "concurrency": Annotated[Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")],
+    "dry_run": Annotated[bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")],
+}
+# CLI flag name -> the LLM option key it sets (--shots is the few-shot `k`).
+_LLM_KEYS = {"base_url": "base_url", "api_key_env": "api_key_env", "strategy": "strategy", "shots": "k",
+             "rationale": "rationale", "samples": "samples", "concurrency": "concurrency"}
+
+
+class LLMFlags:
+    """The LLM flags one command received; `given()` holds those set, as LLM option keys."""
+
+    def __init__(self, **values: Any):
+        self.values = values
+        self.dry_run = bool(values.get("dry_run"))
+
+    def given(self) -> dict[str, Any]:
+        out = {}
+        for flag, key in _LLM_KEYS.items():
+            v = self.values.get(flag)
+            if v is not None:
+                out[key] = v.value if isinstance(v, Enum) else v
+        return out
+
+    def flag_names(self) -> list[str]:
+        names = ["--" + f.replace("_", "-") for f, k in _LLM_KEYS.items() if self.values.get(f) is not None]
+        return names + (["--dry-run"] if self.dry_run else [])
+
+
+def with_llm_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the LLM flags to a command; they reach it as one `llm: LLMFlags` argument."""
+    sig = inspect.signature(fn, eval_str=True)  # __signature__ is read as is: no strings left for typer
+    params = [p for p in sig.parameters.values() if p.name != "llm"]
+    defaults = {"dry_run": False}
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=ann)
+             for name, ann in LLM_FLAGS.items()]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flags = LLMFlags(**{k: kwargs.pop(k, None) for k in LLM_FLAGS})
+        return fn(*args, llm=flags, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params + added)  # type: ignore[attr-defined]
+    hints = {k: v for k, v in inspect.get_annotations(fn, eval_str=True).items() if k != "llm"}
+    wrapper.__annotations__ = {**hints, **LLM_FLAGS}
+    del wrapper.__wrapped__  # typer must read the new signature, not the wrapped one
+    return wrapper
+
+
+def model_options(encoder: str | None, no_discussion: bool, opts: list[str], *, seed: int = 0, batch_size: int = 32,
+                  progress: bool = True, llm: LLMFlags | None = None, model: str | None = None):
+    """ModelOptions from the shared flags. LLM flags are only for specs that talk to an LLM."""
+    from classify.classifiers.base import ModelOptions, uses_llm
+
+    extra = parse_opts(opts)
+    if llm is not None and model is not None:
+        given = llm.given()
+        if (given or llm.dry_run) and not uses_llm(model):
+            fail(f"{', '.join(llm.flag_names())}: only for LLM models (openai:<model>, local:<name>, or an ensemble "
+                 f"with one), not {model!r}")
+        extra.update(given)
+    return ModelOptions(encoder=encoder, include_discussion=not no_discussion, seed=seed, show_progress=progress,
+                        batch_size=batch_size, extra=extra)
+
+
+class UserErrorGroup(TyperGroup):
+    """The root command group: a ClassifyError from any command below becomes `error: ...`, exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ClassifyError as e:
+            fail(str(e))
+        except ValueError as e:
+            # Bad input that reached a library below ours (scikit-learn on a 3-record gold set, say).
+            if os.environ.get("CLASSIFY_DEBUG"):
+                raise
+            fail(f"{e} (set CLASSIFY_DEBUG=1 for the traceback)")

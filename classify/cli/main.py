@@ -1,0 +1,34 @@
+"""The `classify` app: command groups mounted from one module each. Heavy libraries are imported
+inside the commands that need them, so `classify --help` stays fast."""
+
+from __future__ import annotations
+
+import typer
+
+from classify.cli import evaluate, label, models
+from classify.cli.common import UserErrorGroup
+from classify.cli.fetch import fetch_app
+from classify.cli.review import review_app
+from classify.cli.taxonomy import gold_app, taxonomy_app
+
+app = typer.Typer(cls=UserErrorGroup, no_args_is_help=True, add_completion=False,
+                  help="Label issue reports against a taxonomy and measure agreement with coders.")
+app.add_typer(taxonomy_app, name="taxonomy")
+app.add_typer(gold_app, name="gold")
+app.add_typer(fetch_app, name="fetch")
+app.add_typer(review_app, name="review")
+app.command("models")(models.models_cmd)
+app.command("eval")(evaluate.eval_cmd)
+app.command("run")(label.run_cmd)
+app.command("report")(label.report_cmd)
+app.command("logs")(models.logs_cmd)
+app.command("leaderboard")(evaluate.leaderboard_cmd)
+app.command("learning-curve")(evaluate.learning_curve_cmd)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The gold file for a taxonomy: read it as labels, write a new version in the file's own encoding.
+
+Two encodings exist. Label-valued gold (gold/reports.jsonl: `symptom: crash`, coder passes as
+dicts) is read by classify.core.gold. The screening file (gold/screening.jsonl: `failure_report:
+true/false`, coder passes as bare booleans) is read by classify.core.screening as the one-dimension
+taxonomy `screening`. Which one a file holds follows from its taxonomy: a taxonomy with the
+`screening` dimension is a screening taxonomy. Later review commands only know the queue's
+taxonomy and gold paths, so the taxonomy is the one thing every command can decide by; the review
+code loads and writes gold only through this module and never asks which kind it holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from classify.core import paths, screening
+from classify.core.gold import GoldSet, gold_from_records, load_gold
+from classify.core.records import FORMATS, atomic_write_text, read_rows, to_record, write_rows
+from classify.core.errors import UsageError
+from classify.core.taxonomy import Taxonomy, load_taxonomy
+
+TASKS = ("labels", "screening")
+
+
+def is_screening(tax: Taxonomy) -> bool:
+    return screening.is_screening_taxonomy(tax)
+
+
+def default_gold(tax: Taxonomy) -> Path:
+    """The shipped gold for a taxonomy: gold/screening.jsonl for screening, else gold/reports.jsonl."""
+    return paths.DEFAULT_SCREENING if is_screening(tax) else paths.DEFAULT_GOLD
+
+
+def load_gold_for(path: str | Path | None, tax: Taxonomy) -> GoldSet:
+    """The gold set of `path` (default: the taxonomy's shipped gold) as labels of `tax`."""
+    path = Path(path) if path else default_gold(tax)
+    if is_screening(tax):
+        return screening.load_screening_gold(path, tax)
+    return load_gold(path, tax)
+
+
+def load_task(task: str, taxonomy: str | Path | None = None, gold: str | Path | None = None) -> tuple[Taxonomy, GoldSet]:
+    """Taxonomy and gold set of a task: `labels` (symptom / root cause) or `screening` (failure
+    report or not), each defaulting to the shipped codebook and gold."""
+    if task not in TASKS:
+        raise UsageError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
+    tax = screening.screening_taxonomy(taxonomy) if task == "screening" else load_taxonomy(taxonomy)
+    return tax, load_gold_for(gold, tax)
+
+
+def gold_from_rows(rows: list[dict], tax: Taxonomy, source: str = "<new gold>") -> GoldSet:
+    """Rows in a file's encoding, read the way load_gold_for would read them from disk."""
+    records = [to_record(dict(r)) for r in json.loads(json.dumps(rows))]  # a copy: decoding edits fields
+    if is_screening(tax):
+        screening.decode_records(records)
+    return gold_from_records(records, tax, source)
+
+
+def file_rows(rows: list[dict], gold: GoldSet) -> list[dict]:
+    """Label-valued rows (as the review computed them) in the encoding of `gold`'s file.
+
+    Label-valued gold is written as it is. Screening rows go back to `failure_report` booleans row
+    by row, following each row's original (classify.core.screening.file_row); ValueError lists every
+    row whose label the file's encoding cannot hold.
+    """
+    if not is_screening(gold.taxonomy):
+        return rows
+    raw = {str(r.get("id")): r for r in read_rows(gold.path)} if gold.path else {}
+    # new rows (added from unlabeled data) follow the file: booleans unless it holds `screening` labels
+    boolean_file = not raw or any(screening.FIELD in r and screening.DIM not in r for r in raw.values())
+    out, bad = [], []
+    for r in rows:
+        try:
+            out.append(screening.file_row(r, raw.get(str(r["id"])), boolean_file))
+        except ValueError as e:
+            bad.append(f"{r['id']} ({e})")
+    if bad:
+        raise ValueError(
+            f"{gold.path} codes screening as `{screening.FIELD}: true/false`, which holds only "
+            f"{screening.PASS} and {screening.OTHER}; {len(bad)} rows have another label: {', '.join(bad[:10])}"
+        )
+    return out
+
+
+def write_gold(path: Path, rows: list[dict], source: Path | None) -> None:
+    """Write a new gold version; a row unchanged since `source` keeps its line byte for byte.
+
+    So a diff between versions shows only the reviewed rows, whatever escaping the source used.
+    """
+    path = Path(path)
+    jsonl = FORMATS.get(path.suffix.lower(), "jsonl") == "jsonl"
+    if not (jsonl and source and FORMATS.get(Path(source).suffix.lower()) == "jsonl" and Path(source).exists()):
+        write_rows(path, rows)
+        return
+    lines: dict[str, tuple[dict, str]] = {}
+    # split("\n") as read_rows does: splitlines() would also cut at U+2028/U+0085 inside a JSON string.
+    for line in Path(source).read_text(encoding="utf-8").split("\n"):
+        if line.strip():
+            obj = json.loads(line)
+            lines[str(obj.get("id"))] = (obj, line)
+    text = []
+    for r in rows:
+        old = lines.get(str(r.get("id")))
+        text.append(old[1] if old and old[0] == r else json.dumps(r, ensure_ascii=False))
+    atomic_write_text(path, "".join(t + "\n" for t in text))

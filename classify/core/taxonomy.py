@@ -1,0 +1,201 @@
+"""Load and validate a codebook (taxonomy) YAML file into typed objects.
+
+Schema (see codebook/taxonomy-v1.yaml):
+
+    name: str
+    version: int | str
+    dimensions:
+      <dimension id>:
+        question: str                     # optional
+        groups: {<group id>: description} # optional
+        categories:
+          - id, name, definition, include: [..], exclude: [..], group (when groups exist)
+    changelog: [...]                      # optional, written by `classify review apply`
+"""
+
+from __future__ import annotations
+
+from classify.core.errors import ClassifyError
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from classify.core.paths import DEFAULT_TAXONOMY
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+
+
+class TaxonomyError(ClassifyError, ValueError):
+    """A taxonomy file is malformed. The message names the file, the place and the problem."""
+
+
+@dataclass(frozen=True)
+class Category:
+    id: str
+    name: str
+    definition: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class Dimension:
+    id: str
+    question: str
+    categories: tuple[Category, ...]
+    groups: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.id for c in self.categories]
+
+    def category(self, cid: str) -> Category:
+        for c in self.categories:
+            if c.id == cid:
+                return c
+        raise KeyError(f"unknown category {cid!r} in dimension {self.id!r}")
+
+    def group_of(self, cid: str) -> str | None:
+        return self.category(cid).group
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    name: str
+    version: str
+    dimensions: dict[str, Dimension]
+    path: Path | None = None
+    changelog: tuple[dict, ...] = ()
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """`name@version`, the form recorded in provenance."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def dimension_ids(self) -> list[str]:
+        return list(self.dimensions)
+
+    def fingerprint(self) -> str:
+        """Hash of the content (not the file path), to tell two versions apart."""
+        text = yaml.safe_dump(self.raw, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def validate_label(self, dim: str, label: Any) -> str | None:
+        """Return an error message for a bad label, None when it is valid (null is valid)."""
+        if label is None:
+            return None
+        if dim not in self.dimensions:
+            return f"unknown dimension {dim!r}"
+        if label not in self.dimensions[dim].ids:
+            return f"unknown {dim} label {label!r}"
+        return None
+
+
+def _fail(path: Path | str, where: str, problem: str) -> TaxonomyError:
+    return TaxonomyError(f"{path}: {where}: {problem}")
+
+
+def _str_list(path, where, value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(path, where, "must be a list of strings")
+    return tuple(value)
+
+
+def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
+    """Validate a parsed YAML document and build a Taxonomy."""
+    if not isinstance(data, dict):
+        raise _fail(path, "top level", "expected a mapping with name, version, dimensions")
+    for key in ("name", "version", "dimensions"):
+        if key not in data or data[key] in (None, ""):
+            raise _fail(path, "top level", f"missing required key {key!r}")
+    dims_raw = data["dimensions"]
+    if not isinstance(dims_raw, dict) or not dims_raw:
+        raise _fail(path, "dimensions", "must be a non-empty mapping of dimension id -> spec")
+
+    dims: dict[str, Dimension] = {}
+    for dim_id, spec in dims_raw.items():
+        where = f"dimensions.{dim_id}"
+        if not isinstance(dim_id, str) or not _ID_RE.match(dim_id):
+            raise _fail(path, where, "dimension id must be lowercase letters, digits, _ or -")
+        if not isinstance(spec, dict):
+            raise _fail(path, where, "must be a mapping with 'categories'")
+        groups = spec.get("groups") or {}
+        if not isinstance(groups, dict):
+            raise _fail(path, f"{where}.groups", "must be a mapping of group id -> description")
+        cats_raw = spec.get("categories")
+        if not isinstance(cats_raw, list) or not cats_raw:
+            raise _fail(path, f"{where}.categories", "empty dimension: needs at least one category")
+        cats: list[Category] = []
+        seen: dict[str, int] = {}
+        for i, c in enumerate(cats_raw):
+            cwhere = f"{where}.categories[{i}]"
+            if not isinstance(c, dict):
+                raise _fail(path, cwhere, "must be a mapping")
+            cid = c.get("id")
+            if not cid:
+                raise _fail(path, cwhere, "missing category id")
+            if not isinstance(cid, str) or not _ID_RE.match(cid):
+                raise _fail(path, cwhere, f"bad category id {cid!r} (lowercase letters, digits, _ or -)")
+            cwhere = f"{where}.categories[{i}] ({cid})"
+            if cid in seen:
+                raise _fail(path, cwhere, f"duplicate category id {cid!r} (first at categories[{seen[cid]}])")
+            seen[cid] = i
+            if not c.get("definition"):
+                raise _fail(path, cwhere, "missing definition")
+            group = c.get("group")
+            if groups and group is None:
+                raise _fail(path, cwhere, f"missing group (one of {sorted(groups)})")
+            if group is not None and group not in groups:
+                raise _fail(path, cwhere, f"unknown group {group!r} (known: {sorted(groups) or 'none declared'})")
+            cats.append(
+                Category(
+                    id=cid,
+                    name=str(c.get("name") or cid),
+                    definition=" ".join(str(c["definition"]).split()),
+                    include=_str_list(path, f"{cwhere}.include", c.get("include")),
+                    exclude=_str_list(path, f"{cwhere}.exclude", c.get("exclude")),
+                    group=group,
+                )
+            )
+        used = {c.group for c in cats}
+        for g in groups:
+            if g not in used:
+                raise _fail(path, f"{where}.groups.{g}", "group has no category")
+        dims[dim_id] = Dimension(
+            id=dim_id,
+            question=str(spec.get("question") or ""),
+            categories=tuple(cats),
+            groups={str(k): str(v) for k, v in groups.items()},
+        )
+    changelog = data.get("changelog") or []
+    if not isinstance(changelog, list):
+        raise _fail(path, "changelog", "must be a list")
+    return Taxonomy(
+        name=str(data["name"]),
+        version=str(data["version"]),
+        dimensions=dims,
+        path=Path(path) if not str(path).startswith("<") else None,
+        changelog=tuple(changelog),
+        raw=data,
+    )
+
+
+def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
+    """Load a taxonomy YAML file; the project's codebook/taxonomy-v1.yaml by default."""
+    path = Path(path) if path else DEFAULT_TAXONOMY
+    if not path.exists():
+        raise TaxonomyError(f"{path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise TaxonomyError(f"{path}: not valid YAML: {e}") from e
+    return parse_taxonomy(data, path)

