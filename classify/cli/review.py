@@ -5,12 +5,12 @@ from __future__ import annotations
 import getpass
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from classify.cli.common import console, fail
+from classify.cli.common import Task, console, fail
 from classify.core import paths
 
 review_app = typer.Typer(
@@ -19,11 +19,11 @@ review_app = typer.Typer(
 )
 
 DEFAULT_QUEUE = Path("review") / "queue.json"
-QueueOpt = typer.Option(DEFAULT_QUEUE, "--queue", "-q", help="Queue file (from `classify review build`).")
-DecisionsOpt = typer.Option(None, "--decisions", "-d", help="Decisions JSONL (default: decisions.jsonl beside the queue).")
-ReviewerOpt = typer.Option(None, "--reviewer", "-r", help="Your name for the history (default: $CLASSIFY_REVIEWER or your login).")
-GoldOpt = typer.Option(None, "--gold", "-g", help="Gold file (default: the one the queue was built from).")
-TaxOpt = typer.Option(None, "--taxonomy", "-t", help="Codebook (default: the one the queue was built from).")
+QueuePath = Annotated[Path, typer.Option("--queue", "-q", help="Queue file (from `classify review build`).")]
+DecisionsPath = Annotated[Optional[Path], typer.Option("--decisions", "-d", help="Decisions JSONL (default: decisions.jsonl beside the queue).")]
+Reviewer = Annotated[Optional[str], typer.Option("--reviewer", "-r", help="Your name for the history (default: $CLASSIFY_REVIEWER or your login).")]
+QueueGold = Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold file (default: the one the queue was built from).")]
+QueueTaxonomy = Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook (default: the one the queue was built from).")]
 
 
 def _reviewer(name: str | None) -> str:
@@ -74,9 +74,9 @@ def _load(queue_path: Path, gold: Path | None, taxonomy: Path | None):
 @review_app.callback()
 def review_main(
     ctx: typer.Context,
-    queue: Path = QueueOpt,
-    decisions: Optional[Path] = DecisionsOpt,
-    reviewer: Optional[str] = ReviewerOpt,
+    queue: QueuePath = DEFAULT_QUEUE,
+    decisions: DecisionsPath = None,
+    reviewer: Reviewer = None,
 ):
     """Without a sub-command: the interactive session on --queue (same as `classify review session`)."""
     if ctx.invoked_subcommand is None:
@@ -85,19 +85,19 @@ def review_main(
 
 @review_app.command("build")
 def build(
-    eval_runs: list[Path] = typer.Option([], "--eval", "-e", help="Eval run folder (evals/<run>); repeatable."),
-    labels: list[Path] = typer.Option([], "--labels", "-l", help="`classify run` output on unlabeled data; repeatable."),
-    inputs: list[Path] = typer.Option([], "--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl)."),
-    notes: Optional[Path] = typer.Option(None, "--notes", help="Adjudication notes (JSONL with id + note, e.g. gold/adjudication.jsonl): queue items whose note has a CODEBOOK: proposal."),
-    task: Optional[str] = typer.Option(None, "--task", help="labels (default) or screening: shorthand for -t codebook/screening-v1.yaml, as in `classify eval --task screening`."),
-    gold: Optional[Path] = typer.Option(None, "--gold", "-g", help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy)."),
-    taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", "-t", help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml)."),
-    dimension: list[str] = typer.Option([], "--dimension", help="Only these dimensions (repeatable; default all)."),
-    min_confidence: float = typer.Option(0.5, min=0.0, max=1.0, help="--labels: queue labels below this confidence."),
-    no_cleanlab: bool = typer.Option(False, "--no-cleanlab", help="Skip cleanlab's likely-mislabeled check on eval runs."),
-    max_items: Optional[int] = typer.Option(None, min=1, help="Keep only the top N items."),
-    out: Path = typer.Option(DEFAULT_QUEUE, "--out", "-o", help="Queue file to write."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing queue (decisions made on it may become stale)."),
+    eval_runs: Annotated[list[Path], typer.Option("--eval", "-e", help="Eval run folder (evals/<run>); repeatable.")] = [],
+    labels: Annotated[list[Path], typer.Option("--labels", "-l", help="`classify run` output on unlabeled data; repeatable.")] = [],
+    inputs: Annotated[list[Path], typer.Option("--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl).")] = [],
+    notes: Annotated[Optional[Path], typer.Option("--notes", help="Adjudication notes (JSONL with id + note, e.g. gold/adjudication.jsonl): queue items whose note has a CODEBOOK: proposal.")] = None,
+    task: Annotated[Optional[Task], typer.Option("--task", help="labels (default) or screening: shorthand for -t codebook/screening-v1.yaml, as in `classify eval --task screening`.")] = None,
+    gold: Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy).")] = None,
+    taxonomy: Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml).")] = None,
+    dimension: Annotated[list[str], typer.Option("--dimension", help="Only these dimensions (repeatable; default all).")] = [],
+    min_confidence: Annotated[float, typer.Option(min=0.0, max=1.0, help="--labels: queue labels below this confidence.")] = 0.5,
+    no_cleanlab: Annotated[bool, typer.Option("--no-cleanlab", help="Skip cleanlab's likely-mislabeled check on eval runs.")] = False,
+    max_items: Annotated[Optional[int], typer.Option(min=1, help="Keep only the top N items.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Queue file to write.")] = DEFAULT_QUEUE,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing queue (decisions made on it may become stale).")] = False,
 ):
     """Collect the items worth a human look, each with its reasons, most instructive first."""
     from classify.core.records import RecordsError
@@ -107,15 +107,13 @@ def build(
     from classify.core.screening import SCREENING_TAXONOMY
     from classify.core.taxonomy import TaxonomyError, load_taxonomy
 
-    if task not in (None, "labels", "screening"):
-        fail(f"--task must be labels or screening, not {task!r}")
     if out.exists() and not force:
         fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")
     try:
         # The taxonomy decides how gold is read (goldfile.py); --task only picks the default codebook.
         tax = load_taxonomy(taxonomy or (SCREENING_TAXONOMY if task == "screening" else None))
         if task is not None and is_screening(tax) != (task == "screening"):
-            fail(f"--task {task} does not fit {tax.path} ({tax.label}): "
+            fail(f"--task {task.value} does not fit {tax.path} ({tax.label}): "
                   + ("a screening taxonomy has the dimension 'screening' with the category 'failure_report'"
                      if task == "screening" else "it is a screening taxonomy; use --task screening"))
         g = load_gold_for(gold, tax)
@@ -138,12 +136,12 @@ def build(
 
 @review_app.command("session")
 def session(
-    queue: Path = QueueOpt,
-    decisions: Optional[Path] = DecisionsOpt,
-    reviewer: Optional[str] = ReviewerOpt,
-    gold: Optional[Path] = GoldOpt,
-    taxonomy: Optional[Path] = TaxOpt,
-    revisit_skipped: bool = typer.Option(False, "--revisit-skipped", help="Show skipped items again."),
+    queue: QueuePath = DEFAULT_QUEUE,
+    decisions: DecisionsPath = None,
+    reviewer: Reviewer = None,
+    gold: QueueGold = None,
+    taxonomy: QueueTaxonomy = None,
+    revisit_skipped: Annotated[bool, typer.Option("--revisit-skipped", help="Show skipped items again.")] = False,
 ):
     """Review the queue one item at a time; every decision is saved at once, so you can stop anywhere."""
     from classify.review.decisions import DecisionsError
@@ -162,7 +160,7 @@ def session(
 
 
 @review_app.command("status")
-def status(queue: Path = QueueOpt, decisions: Optional[Path] = DecisionsOpt):
+def status(queue: QueuePath = DEFAULT_QUEUE, decisions: DecisionsPath = None):
     """How far the review is: decisions per action, proposals made."""
     from collections import Counter
 
@@ -182,9 +180,9 @@ def status(queue: Path = QueueOpt, decisions: Optional[Path] = DecisionsOpt):
 
 @review_app.command("export")
 def export(
-    queue: Path = QueueOpt,
-    decisions: Optional[Path] = DecisionsOpt,
-    out: Path = typer.Option(Path("review") / "queue.csv", "--out", "-o", help="CSV file to write."),
+    queue: QueuePath = DEFAULT_QUEUE,
+    decisions: DecisionsPath = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")] = Path("review") / "queue.csv",
 ):
     """The queue as a CSV sheet (decisions so far filled in) for review in a spreadsheet."""
     from classify.review.decisions import DecisionsError, read_decisions
@@ -204,11 +202,11 @@ def export(
 
 @review_app.command("import")
 def import_(
-    sheet: Path = typer.Argument(..., help="The filled CSV sheet."),
-    queue: Path = QueueOpt,
-    decisions: Optional[Path] = DecisionsOpt,
-    reviewer: Optional[str] = ReviewerOpt,
-    replace: bool = typer.Option(False, "--replace", help="Replace the decisions file instead of adding to it."),
+    sheet: Annotated[Path, typer.Argument(help="The filled CSV sheet.")],
+    queue: QueuePath = DEFAULT_QUEUE,
+    decisions: DecisionsPath = None,
+    reviewer: Reviewer = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace the decisions file instead of adding to it.")] = False,
 ):
     """Read a filled sheet into the decisions file; a sheet with any bad row changes nothing."""
     from classify.review.decisions import DecisionsError
@@ -225,15 +223,15 @@ def import_(
 
 @review_app.command("apply")
 def apply(
-    queue: Path = QueueOpt,
-    decisions: Optional[Path] = DecisionsOpt,
-    gold: Optional[Path] = GoldOpt,
-    taxonomy: Optional[Path] = TaxOpt,
-    out_gold: Optional[Path] = typer.Option(None, "--out-gold", help="New gold file (default: <gold>.v<N+1>.jsonl beside it)."),
-    out_taxonomy: Optional[Path] = typer.Option(None, "--out-taxonomy", help="New codebook (default: taxonomy-v<version>.yaml beside it)."),
-    version: Optional[str] = typer.Option(None, "--version", help="New taxonomy version (default: current + 1)."),
-    note: Optional[str] = typer.Option(None, "--note", help="A note for this version's changelog release entry."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check and show what would change; write nothing."),
+    queue: QueuePath = DEFAULT_QUEUE,
+    decisions: DecisionsPath = None,
+    gold: QueueGold = None,
+    taxonomy: QueueTaxonomy = None,
+    out_gold: Annotated[Optional[Path], typer.Option("--out-gold", help="New gold file (default: <gold>.v<N+1>.jsonl beside it).")] = None,
+    out_taxonomy: Annotated[Optional[Path], typer.Option("--out-taxonomy", help="New codebook (default: taxonomy-v<version>.yaml beside it).")] = None,
+    version: Annotated[Optional[str], typer.Option("--version", help="New taxonomy version (default: current + 1).")] = None,
+    note: Annotated[Optional[str], typer.Option("--note", help="A note for this version's changelog release entry.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check and show what would change; write nothing.")] = False,
 ):
     """Write a new gold version (with per-item history) and, if proposals were made, a new taxonomy version."""
     from classify.review.apply import ApplyError, next_gold_path, next_taxonomy_path, plan_apply, write_plan
