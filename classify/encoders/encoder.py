@@ -7,13 +7,17 @@ and never imports sentence-transformers (its import alone costs ~10 s).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from classify.core.paths import cache_dir
+from classify.core.storage import SQLiteStore
+
+log = logging.getLogger("classify.storage")
 
 DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
 # torch: sentence-transformers; onnx / onnx-int8: classify.encoders.onnx; model2vec: a static
@@ -56,24 +60,48 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# Version 1 is the table every cache file has held so far (files from before versions count as 1).
+_EMB_MIGRATIONS = ["CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, dim INTEGER, vec BLOB, PRIMARY KEY (model, h))"]
+
+
 class EmbeddingCache:
+    """Vectors keyed by (model key, text hash) in cache_dir()/embeddings.sqlite.
+
+    A pure cache: a damaged or newer-version file is moved aside and rebuilt (classify.core.storage)."""
+
     def __init__(self, path: Path | None = None):
-        self.path = path or cache_dir() / "embeddings.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=60)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, dim INTEGER, vec BLOB, PRIMARY KEY (model, h))"
-        )
+        self.store = SQLiteStore(path or cache_dir() / "embeddings.sqlite", "embedding cache", _EMB_MIGRATIONS,
+                                 kind="cache", tables={"emb"}, legacy_tables={"emb"})
+        self.path, self.db = self.store.path, self.store.db
+        self.n_bad = 0  # rows found unusable (short blob, NaN/inf, odd length) and treated as missing
 
     def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        """Cached vectors of `hashes`; a row that is not a whole finite vector counts as missing,
+        so the encoder computes it again (and overwrites it) instead of handing it to a model."""
         out: dict[str, np.ndarray] = {}
+        bad = 0
         uniq = list(dict.fromkeys(hashes))
         for i in range(0, len(uniq), 500):
             chunk = uniq[i : i + 500]
-            q = f"SELECT h, vec FROM emb WHERE model = ? AND h IN ({','.join('?' * len(chunk))})"
-            for h, blob in self.db.execute(q, [model, *chunk]):
-                out[h] = np.frombuffer(blob, dtype=np.float32)
+            q = f"SELECT h, dim, vec FROM emb WHERE model = ? AND h IN ({','.join('?' * len(chunk))})"
+            for h, dim, blob in self.db.execute(q, [model, *chunk]):
+                vec = _vector(dim, blob)
+                if vec is None:
+                    bad += 1
+                else:
+                    out[h] = vec
+        # One model has one dimension: rows of another length would break np.stack downstream.
+        lengths = Counter(len(v) for v in out.values())
+        if len(lengths) > 1:
+            usual = lengths.most_common(1)[0][0]
+            odd = [h for h, v in out.items() if len(v) != usual]
+            bad += len(odd)
+            for h in odd:
+                del out[h]
+        if bad:
+            self.n_bad += bad
+            log.warning("%s: %d cached vector(s) unusable (short, NaN or odd length); encoding them again",
+                        self.path, bad)
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -84,7 +112,14 @@ class EmbeddingCache:
             )
 
     def close(self) -> None:
-        self.db.close()
+        self.store.close()
+
+
+def _vector(dim: object, blob: object) -> np.ndarray | None:
+    if not isinstance(dim, int) or dim <= 0 or not isinstance(blob, bytes) or len(blob) != dim * 4:
+        return None
+    vec = np.frombuffer(blob, dtype=np.float32)
+    return vec if np.isfinite(vec).all() else None
 
 
 class Encoder:

@@ -7,19 +7,25 @@ Each response is committed as soon as it arrives: an interrupted fetch keeps wha
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from classify.core.storage import Migration, SQLiteStore, StorageError
 
+# The old name of the error an unusable store raises; callers still catch it by that name.
+CacheError = StorageError
 
-class CacheError(ClassifyError, RuntimeError):
-    pass
+# 1: the tables of every file so far (its `meta` row held the schema number);
+# 2: the version lives in PRAGMA user_version like the other stores, so `meta` goes.
+_MIGRATIONS: list[Migration] = [
+    """CREATE TABLE IF NOT EXISTS responses (url TEXT PRIMARY KEY, etag TEXT NOT NULL,
+           next_url TEXT, body TEXT NOT NULL, fetched_at TEXT NOT NULL);
+       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);""",
+    "DROP TABLE IF EXISTS meta",
+]
 
 
 @dataclass
@@ -36,28 +42,16 @@ def default_cache_path(output: str | Path) -> Path:
 
 
 class ResponseCache:
+    """A pure cache: a damaged or newer-version file is moved aside with a warning and rebuilt."""
+
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path)
-            # WAL without fsync per commit: a crash may drop the last few entries (they are simply
-            # fetched again) but never corrupts the file; per-response fsyncs doubled a cold fetch.
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (url TEXT PRIMARY KEY, etag TEXT NOT NULL,"
-                " next_url TEXT, body TEXT NOT NULL, fetched_at TEXT NOT NULL)"
-            )
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != str(SCHEMA_VERSION):
-                raise CacheError(f"{self.path}: ETag cache schema {row[0]}, expected {SCHEMA_VERSION}; delete the file")
-            self._db.commit()
-        except sqlite3.DatabaseError as e:
-            raise CacheError(f"{self.path}: not a usable ETag cache ({e}); delete it or pass another cache file") from e
+        self.store = SQLiteStore(
+            path, "ETag cache", _MIGRATIONS, kind="cache", tables={"responses"}, legacy_tables={"responses"}
+        )
+        self.path, self._db = self.store.path, self.store.db
+        # No fsync per commit: a crash may drop the last few entries (they are simply fetched
+        # again) but WAL never corrupts the file; per-response fsyncs doubled a cold fetch.
+        self._db.execute("PRAGMA synchronous=NORMAL")
 
     def get(self, url: str) -> CachedResponse | None:
         row = self._db.execute("SELECT etag, body, next_url FROM responses WHERE url=?", (url,)).fetchone()
@@ -77,10 +71,10 @@ class ResponseCache:
         return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
-        self._db.close()
+        self.store.close()
 
-    def __enter__(self) -> "ResponseCache":
+    def __enter__(self) -> ResponseCache:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -1,9 +1,14 @@
-"""SQLite response cache and request log for LLM calls (cache_dir()/llm.sqlite).
+"""SQLite response cache and request log for LLM calls, two files in cache_dir():
 
-- responses: one row per distinct request, keyed by (endpoint identity, model, rendered
-  messages, sampling parameters). A repeated run reads answers from here and sends nothing.
-- requests: every HTTP attempt, with outcome, tokens and latency, in the spirit of the `llm`
-  CLI's log. `classify logs` lists recent ones. API keys are never written here.
+- llm-cache.sqlite, `responses`: one row per distinct request, keyed by (endpoint identity, model,
+  rendered messages, sampling parameters). A repeated run reads answers from here and sends
+  nothing. A pure cache: a damaged file is moved aside with a warning and rebuilt.
+- llm.sqlite, `requests`: every HTTP attempt, with outcome, tokens and latency, in the spirit of
+  the `llm` CLI's log; `classify logs` lists recent ones. Data: a damaged file is an error naming
+  it, never dropped. API keys are never written to either file.
+
+They are two files so that a damaged cache can be rebuilt without touching the log. Until
+schema version 2 both tables lived in llm.sqlite; opening such a file moves its responses over.
 """
 
 from __future__ import annotations
@@ -12,18 +17,20 @@ import hashlib
 import json
 import sqlite3
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from classify.core.paths import cache_dir
+from classify.core.storage import Migration, SQLiteStore
 
-_SCHEMA = """
+_RESPONSES = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
     endpoint TEXT, model TEXT, response TEXT NOT NULL, created_at TEXT
 );
+"""
+_REQUESTS = """
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ts TEXT, run_id TEXT, endpoint TEXT, model TEXT, record_id TEXT, key TEXT,
@@ -33,78 +40,156 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (id DESC);
 """
+_CACHE_MIGRATIONS: list[Migration] = [_RESPONSES]
+
+
+def _log_migrations(cache_path: Path) -> list[Migration]:
+    def split_out_responses(db: sqlite3.Connection) -> None:
+        # The cache commits first; if the log's transaction then fails, the next open copies
+        # again and INSERT OR IGNORE keeps that harmless.
+        if db.execute("SELECT 1 FROM responses LIMIT 1").fetchone():
+            with _open_cache(cache_path) as cache, cache.db:
+                cache.db.executemany(
+                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?)",
+                    db.execute("SELECT key, endpoint, model, response, created_at FROM responses"),
+                )
+        db.execute("DROP TABLE responses")
+
+    return [_RESPONSES + _REQUESTS, split_out_responses]
+
+
+def _open_cache(path: Path) -> SQLiteStore:
+    return SQLiteStore(
+        path,
+        "LLM response cache",
+        _CACHE_MIGRATIONS,
+        kind="cache",
+        tables={"responses"},
+        legacy_tables={"responses"},
+        check_same_thread=False,
+    )
+
+
+def _open_log(path: Path, cache_path: Path) -> SQLiteStore:
+    return SQLiteStore(
+        path,
+        "LLM request log",
+        _log_migrations(cache_path),
+        kind="data",
+        tables={"requests"},
+        legacy_tables={"requests"},
+        check_same_thread=False,
+    )
 
 
 def default_db_path() -> Path:
+    """The request log (what `classify logs` reads)."""
     return cache_dir() / "llm.sqlite"
 
 
+def cache_path_for(log_path: Path) -> Path:
+    """`llm.sqlite` -> `llm-cache.sqlite` beside it."""
+    return log_path.with_name(f"{log_path.stem}-cache{log_path.suffix}")
+
+
 def request_key(identity: str, model: str, messages: list[dict], params: dict[str, Any]) -> str:
-    blob = json.dumps({"endpoint": identity, "model": model, "messages": messages, "params": params},
-                      sort_keys=True, ensure_ascii=False)
+    blob = json.dumps(
+        {"endpoint": identity, "model": model, "messages": messages, "params": params},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 class LLMStore:
-    def __init__(self, path: Path | None = None):
+    """The response cache and the request log; `path` is the log, the cache sits beside it."""
+
+    def __init__(self, path: Path | None = None, cache_path: Path | None = None):
         self.path = Path(path) if path else default_db_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.cache_path = Path(cache_path) if cache_path else cache_path_for(self.path)
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_SCHEMA)
+        # The log first: upgrading a pre-version-2 log moves its responses into the cache file.
+        self._log = _open_log(self.path, self.cache_path)
+        try:
+            self._cache = _open_cache(self.cache_path)
+        except BaseException:
+            self._log.close()
+            raise
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self.db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+            row = self._cache.db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def has(self, key: str) -> bool:
         with self._lock:
-            return self.db.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
+            return self._cache.db.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
 
     def put(self, key: str, endpoint: str, model: str, response: dict[str, Any]) -> None:
-        with self._lock, self.db:
-            self.db.execute(
+        with self._lock, self._cache.db:
+            self._cache.db.execute(
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
                 (key, endpoint, model, json.dumps(response, ensure_ascii=False), _now()),
             )
 
     def log(self, **row: Any) -> None:
-        cols = ("run_id", "endpoint", "model", "record_id", "key", "attempt", "outcome", "http_status", "error",
-                "prompt_tokens", "completion_tokens", "latency_ms", "messages", "params", "response")
+        cols = (
+            "run_id",
+            "endpoint",
+            "model",
+            "record_id",
+            "key",
+            "attempt",
+            "outcome",
+            "http_status",
+            "error",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_ms",
+            "messages",
+            "params",
+            "response",
+        )
         vals = [row.get(c) for c in cols]
         for i, c in enumerate(cols):
             if c in ("messages", "params") and vals[i] is not None and not isinstance(vals[i], str):
                 vals[i] = json.dumps(vals[i], ensure_ascii=False)
-        with self._lock, self.db:
-            self.db.execute(
+        with self._lock, self._log.db:
+            self._log.db.execute(
                 f"INSERT INTO requests (ts, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                 [_now(), *vals],
             )
 
     def close(self) -> None:
         with self._lock:
-            self.db.close()
+            self._cache.close()
+            self._log.close()
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def list_logs(limit: int = 20, path: Path | None = None, run_id: str | None = None,
-              full: bool = False) -> list[dict[str, Any]]:
+def list_logs(
+    limit: int = 20, path: Path | None = None, run_id: str | None = None, full: bool = False
+) -> list[dict[str, Any]]:
     """The most recent logged requests, newest first (for `classify logs`).
 
-    full=False leaves out the bulky messages/params/response columns."""
+    full=False leaves out the bulky messages/params/response columns. No log file: []. A damaged
+    or newer-version log raises StorageError naming the file (it is data: never read as empty)."""
     path = Path(path) if path else default_db_path()
     if not path.exists():
         return []
-    db = sqlite3.connect(path, timeout=60)
-    try:
-        db.row_factory = sqlite3.Row
-        cols = "*" if full else ("id, ts, run_id, endpoint, model, record_id, attempt, outcome, http_status, error, "
-                                 "prompt_tokens, completion_tokens, latency_ms")
+    with _open_log(path, cache_path_for(path)) as store:
+        store.db.row_factory = sqlite3.Row
+        cols = (
+            "*"
+            if full
+            else (
+                "id, ts, run_id, endpoint, model, record_id, attempt, outcome, http_status, error, "
+                "prompt_tokens, completion_tokens, latency_ms"
+            )
+        )
         q = f"SELECT {cols} FROM requests"
         args: list[Any] = []
         if run_id:
@@ -112,12 +197,7 @@ def list_logs(limit: int = 20, path: Path | None = None, run_id: str | None = No
             args.append(run_id)
         q += " ORDER BY id DESC LIMIT ?"
         args.append(int(limit))
-        try:
-            return [dict(r) for r in db.execute(q, args)]
-        except sqlite3.OperationalError:  # an older or foreign file without the table
-            return []
-    finally:
-        db.close()
+        return [dict(r) for r in store.db.execute(q, args)]
 
 
 def format_logs(rows: list[dict[str, Any]]) -> str:
@@ -134,7 +214,3 @@ def format_logs(rows: list[dict[str, Any]]) -> str:
             f"{(r['error'] or '')[:60]}"
         )
     return "\n".join(lines)
-
-
-def monotonic_ms() -> float:
-    return time.perf_counter() * 1000.0
