@@ -32,7 +32,7 @@ def test_run_output_schema_and_provenance(tmp_path, taxonomy, gold):
         assert 0 < row["symptom_confidence"] <= 1 and 0 < row["root_cause_confidence"] <= 1
         assert row["model"] == "tfidf-logreg" and row["taxonomy"] == "gpu-kernel-issues@1"
         assert row["gold_hash"] == gold.hash and row["labeled_at"]
-        assert row["provenance"]["n_train"] == {"symptom": 407, "root_cause": 143}
+        assert row["provenance"]["n_train"] == {"symptom": len(gold), "root_cause": len(gold.labeled("root_cause")[0])}
     assert not (tmp_path / "labels.jsonl.partial.jsonl").exists()
 
 
