@@ -7,7 +7,8 @@ import pytest
 
 from classify.classifiers.features import FineTunedClassifier
 from classify.evaluation.crossval import cross_validate, train_test_leaks
-from classify.encoders.finetune import _text_key, balanced_batches, supcon_loss
+from classify.core.hashing import text_hash as _text_key
+from classify.encoders.finetune import balanced_batches, supcon_loss
 from classify.core.gold import gold_from_records
 from classify.classifiers.base import ModelOptions, register
 

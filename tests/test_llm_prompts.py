@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from classify.classifiers.llm.answer import answer_schema, parse_answer, response_format, span_probability
-from classify.classifiers.llm.endpoint import guess_dialect, make_endpoint, redact, redact_url
+from classify.classifiers.llm.endpoint import guess_dialect, make_endpoint, redact_url
+from classify.core.http import redact
 from classify.classifiers.llm.prompts import PromptSet, budget, defuse
 from classify.classifiers.llm.settings import SettingsError, parse_settings
 from classify.core.paths import PROMPTS_DIR

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from classify.core.records import Record, RecordsError, read_records, _short
+from classify.core.records import Record, RecordsError, _short, read_records
 from classify.core.taxonomy import Taxonomy
 
 
@@ -41,10 +41,6 @@ class GoldSet:
 
     def n_missing(self, dim: str) -> int:
         return sum(1 for y in self.labels[dim] if y is None)
-
-    def group_labels(self, dim: str) -> list[str | None]:
-        d = self.taxonomy.dimensions[dim]
-        return [d.group_of(y) if y is not None else None for y in self.labels[dim]]
 
 
 def content_hash(records: list[Record], labels: dict[str, list]) -> str:
@@ -104,6 +100,7 @@ def gold_from_records(records: list[Record], taxonomy: Taxonomy, source: str | P
 
 
 def load_gold(path: str | Path, taxonomy: Taxonomy) -> GoldSet:
-    """Read a gold file (JSONL/CSV/Parquet), refuse duplicate ids, unknown or missing labels."""
+    """Read a gold file (JSONL/CSV/Parquet/Arrow or a Hugging Face dataset folder); refuse duplicate
+    ids, unknown or missing labels."""
     records = read_records(path)
     return gold_from_records(records, taxonomy, path)

@@ -15,9 +15,20 @@ import json
 from pathlib import Path
 
 from classify.core import paths, screening
-from classify.core.gold import GoldSet, gold_from_records, load_gold
-from classify.core.records import FORMATS, atomic_write_text, read_rows, to_record, write_rows
 from classify.core.errors import UsageError
+from classify.core.gold import GoldSet, gold_from_records, load_gold
+from classify.core.hfdataset import is_dataset_folder
+from classify.core.records import (
+    FORMATS,
+    RecordsError,
+    atomic_write_text,
+    line_problems,
+    output_format,
+    read_json_lines,
+    read_rows,
+    to_record,
+    write_rows,
+)
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 
 TASKS = ("labels", "screening")
@@ -87,18 +98,24 @@ def write_gold(path: Path, rows: list[dict], source: Path | None) -> None:
     """Write a new gold version; a row unchanged since `source` keeps its line byte for byte.
 
     So a diff between versions shows only the reviewed rows, whatever escaping the source used.
+    A source that is a dataset folder gets a dataset folder as its next version (whatever the new
+    path's spelling, e.g. `gold.v2` next to `gold/`), like write_rows does for a `.hf` path.
     """
     path = Path(path)
-    jsonl = FORMATS.get(path.suffix.lower(), "jsonl") == "jsonl"
-    if not (jsonl and source and FORMATS.get(Path(source).suffix.lower()) == "jsonl" and Path(source).exists()):
+    if source is not None and is_dataset_folder(Path(source)) and Path(path).suffix.lower() not in FORMATS:
+        write_rows(path, rows, dataset=True)
+        return
+    jsonl = output_format(path) == "jsonl"
+    if not (jsonl and source and Path(source).is_file() and FORMATS.get(Path(source).suffix.lower()) == "jsonl"):
         write_rows(path, rows)
         return
     lines: dict[str, tuple[dict, str]] = {}
-    # split("\n") as read_rows does: splitlines() would also cut at U+2028/U+0085 inside a JSON string.
-    for line in Path(source).read_text(encoding="utf-8").split("\n"):
-        if line.strip():
-            obj = json.loads(line)
-            lines[str(obj.get("id"))] = (obj, line)
+    got = read_json_lines(source)
+    if got.problems:  # the source was read as gold before, so this is a file changed since
+        raise RecordsError(f"{source}: malformed JSONL: {line_problems(got.problems)}")
+    for ln in got.lines:
+        if isinstance(ln.value, dict):
+            lines[str(ln.value.get("id"))] = (ln.value, ln.text)
     text = []
     for r in rows:
         old = lines.get(str(r.get("id")))

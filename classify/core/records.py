@@ -1,19 +1,28 @@
-"""Issue records: read JSONL / CSV / Parquet, validate ids and text, write atomically."""
+"""Issue records: read JSONL / CSV / Parquet / Arrow / Hugging Face dataset folders, validate ids
+and text, write atomically."""
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
+import io
 import json
 import math
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, NamedTuple
+
+from classify.core.errors import ClassifyError
+from classify.core.textio import BOM, decode_utf8, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
-FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
+           ".arrow": "arrow"}
+# A folder written by `Dataset.save_to_disk` (classify.core.hfdataset); outputs ending in .hf are written as one.
+DATASET = "dataset"
+DATASET_SUFFIX = ".hf"
 
 
 class RecordsError(ClassifyError, ValueError):
@@ -60,40 +69,105 @@ def _clean(v: Any) -> Any:
 
 
 def format_of(path: Path) -> str:
+    """The format of an input: by extension, or `dataset` for a folder (or a path ending in .hf)."""
+    if path.is_dir() or path.suffix.lower() == DATASET_SUFFIX:
+        return DATASET
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise RecordsError(f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
+        raise RecordsError(
+            f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv, .parquet, .arrow or a Hugging Face dataset folder)"
+        )
     return fmt
 
 
+class JsonLine(NamedTuple):
+    number: int  # 1-based line number in the file
+    value: Any
+    text: str  # the line as written, without its "\n"
+
+
+@dataclass
+class JsonLines:
+    lines: list[JsonLine]
+    problems: list[tuple[int, str]]  # (line number, what is wrong) for lines not UTF-8 or not JSON
+    torn: bool = False  # a torn last line was dropped (only with drop_torn_tail)
+
+
+def read_json_lines(path: str | Path, *, drop_torn_tail: bool = False) -> JsonLines:
+    """Every JSON value of a JSON-lines file with its line number; bad lines are listed, not raised.
+
+    Lines are split at "\n" only (U+2028 inside a JSON string is not a line end). A last line with
+    no newline after it that is not valid UTF-8 or JSON is a write cut short by a kill: with
+    `drop_torn_tail` (checkpoints, the review session's decisions) it is dropped and `torn` set;
+    otherwise it is a problem like any other.
+    """
+    data = Path(path).read_bytes()
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    raw_lines = data.split(b"\n")
+    out = JsonLines([], [])
+    offset = 0
+    for n, raw in enumerate(raw_lines, 1):
+        start, offset = offset, offset + len(raw) + 1
+        if not raw.strip():
+            continue
+        last = n == len(raw_lines)  # no newline after it
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if last and drop_torn_tail:
+                out.torn = True
+                continue
+            out.problems.append(utf8_problem(data, start + e.start))
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            if last and drop_torn_tail:
+                out.torn = True
+                continue
+            out.problems.append((n, f"not JSON ({e.msg})"))
+            continue
+        out.lines.append(JsonLine(n, value, text))
+    return out
+
+
+def line_problems(problems: list[tuple[int, str]], n: int = 10) -> str:
+    """`line 3: not JSON (...); line 7: ...`, in line order, the first `n` of them."""
+    problems = sorted(problems)
+    text = "; ".join(f"line {ln}: {what}" for ln, what in problems[:n])
+    return text + (f"; ... (+{len(problems) - n} more)" if len(problems) > n else "")
+
+
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Read raw rows from JSONL, CSV or Parquet; malformed JSON lines are an error with line numbers."""
+    """Raw rows of a JSONL, CSV, Parquet or Arrow file or a Hugging Face dataset folder.
+
+    Malformed JSON lines and invalid UTF-8 are an error naming the file and the lines.
+    """
     path = Path(path)
     if not path.exists():
         raise RecordsError(f"{path}: file not found")
     fmt = format_of(path)
     if fmt == "jsonl":
-        rows, bad = [], []
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    bad.append(f"line {n}: {e.msg}")
-                    continue
-                if not isinstance(obj, dict):
-                    bad.append(f"line {n}: not a JSON object")
-                    continue
-                rows.append(obj)
-        if bad:
-            raise RecordsError(f"{path}: malformed JSONL ({len(bad)} lines): " + "; ".join(bad[:10]))
-        return rows
+        got = read_json_lines(path)
+        problems = got.problems + [(ln.number, "not a JSON object") for ln in got.lines if not isinstance(ln.value, dict)]
+        if problems:
+            raise RecordsError(f"{path}: malformed JSONL ({len(problems)} lines): " + line_problems(problems))
+        return [ln.value for ln in got.lines]
+    if fmt in (DATASET, "arrow"):
+        from classify.core import hfdataset  # imports pyarrow (and datasets for folders) only when needed
+
+        return hfdataset.read_dataset(path) if fmt == DATASET else hfdataset.read_arrow(path)
     import pandas as pd
 
     try:
-        df = pd.read_csv(path, dtype=object, keep_default_na=False, na_values=[""]) if fmt == "csv" else pd.read_parquet(path)
+        if fmt == "csv":
+            text = decode_utf8(path.read_bytes(), path, RecordsError)
+            df = pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False, na_values=[""])
+        else:
+            df = pd.read_parquet(path)
+    except RecordsError:
+        raise
     except Exception as e:  # pandas raises many types for broken files
         raise RecordsError(f"{path}: cannot read {fmt}: {e}") from e
     rows = []
@@ -183,11 +257,35 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def write_rows(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
-    """Write rows atomically in the format given by the extension (JSONL by default)."""
+def output_format(path: Path) -> str:
+    """How write_rows writes `path`: a dataset folder for `.hf` or an existing folder, else by extension (JSONL by default)."""
+    if path.suffix.lower() == DATASET_SUFFIX or path.is_dir():
+        return DATASET
+    return FORMATS.get(path.suffix.lower(), "jsonl")
+
+
+def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: bool | None = None) -> None:
+    """Write rows atomically, in the format the path asks for.
+
+    - a Hugging Face dataset folder (`Dataset.save_to_disk`, read back with `datasets.load_from_disk`)
+      when the path ends in `.hf` or is an existing folder, or when `dataset=True`. Only a folder
+      that already holds a dataset is replaced; any other existing folder is refused. Nested
+      values stay nested (struct columns); a key missing from some rows reads back as null there.
+    - `.arrow`: one Arrow IPC stream file (what `datasets` writes; `Dataset.from_file` reads it);
+    - `.csv`, `.parquet`: a table, nested values as JSON strings;
+    - anything else: JSON lines.
+    """
     path = Path(path)
     rows = list(rows)
-    fmt = FORMATS.get(path.suffix.lower(), "jsonl")
+    fmt = DATASET if dataset else output_format(path)
+    if fmt in (DATASET, "arrow"):
+        from classify.core import hfdataset
+
+        if fmt == DATASET:
+            hfdataset.write_dataset(path, rows)
+        else:
+            hfdataset.write_arrow(path, rows)
+        return
     if fmt == "jsonl":
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         return

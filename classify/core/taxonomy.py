@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from classify.core.paths import DEFAULT_TAXONOMY
+from classify.core.textio import read_text
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -195,7 +196,7 @@ def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
     if not path.exists():
         raise TaxonomyError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, TaxonomyError))
     except yaml.YAMLError as e:
         raise TaxonomyError(f"{path}: not valid YAML: {e}") from e
     return parse_taxonomy(data, path)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from classify.core.hashing import text_hash
 from classify.core.paths import cache_dir
 from classify.core.storage import SQLiteStore
 
@@ -54,10 +55,6 @@ def _weights_sig(path: Path) -> str:
         if f.suffix in (".safetensors", ".bin", ".onnx") and f.is_file():
             parts.append(f"{f.relative_to(path)}:{f.stat().st_size}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # Version 1 is the table every cache file has held so far (files from before versions count as 1).

@@ -17,7 +17,6 @@ Spec `finetune` (registered in classify.classifiers.features) puts the same lexi
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import os
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from classify.core.hashing import text_hash
 from classify.encoders.encoder import resolve_encoder
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,6 @@ class FineTuneConfig:
             if key in extra:
                 setattr(cfg, k, type(getattr(cfg, k) if getattr(cfg, k) is not None else 0)(extra[key]))
         return cfg
-
-
-def _text_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class LowerStates:
@@ -91,7 +87,7 @@ class LowerStates:
         """Per text: tensor [n_tokens, hidden] after the frozen layers (no padding kept)."""
         import torch
 
-        keys = [_text_key(t) for t in texts]
+        keys = [text_hash(t) for t in texts]
         todo = [i for i, k in enumerate(keys) if k not in self._cache]
         with torch.inference_mode():
             for s in range(0, len(todo), batch_size):
@@ -232,7 +228,7 @@ class FineTunedEncoder:
                     if step >= len(plan):
                         continue
                     bi, by = plan[step]
-                    self.trained_on.update(_text_key(texts[i]) for i in bi)
+                    self.trained_on.update(text_hash(texts[i]) for i in bi)
                     h, mask = _pad([states[i] for i in bi])
                     z = _forward_top(self.layers, config, h, mask)
                     part = supcon_loss(z, by, self.cfg.temperature)

@@ -33,7 +33,6 @@ import numpy as np
 
 from classify.core.paths import cache_dir
 
-BACKEND = "model2vec"
 PCA_DIMS = 256
 SIF_COEFFICIENT = 1e-4
 DTYPE = "float32"

@@ -7,11 +7,14 @@ gold label.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
+
+from classify.core.errors import ClassifyError
+from classify.core.records import read_rows
+from classify.core.textio import read_text
 
 
 class CompareError(ClassifyError, ValueError):
@@ -24,7 +27,7 @@ def load_run_metrics(run_dir: str | Path) -> dict[str, Any]:
     if not f.exists():
         raise CompareError(f"{run_dir}: no metrics.json (give an evals/<run> folder)")
     try:
-        doc = json.loads(f.read_text(encoding="utf-8"))
+        doc = json.loads(read_text(f, CompareError))
     except json.JSONDecodeError as e:
         raise CompareError(f"{f}: not JSON: {e}") from e
     if "dimensions" not in doc or "meta" not in doc:
@@ -32,16 +35,14 @@ def load_run_metrics(run_dir: str | Path) -> dict[str, Any]:
     return doc
 
 
-def _gold_labels(pred_file: Path) -> dict[str, dict[str, Any]]:
-    out = {}
-    if not pred_file.exists():
-        return out
-    with pred_file.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                out[str(r["id"])] = {k[5:]: v for k, v in r.items() if k.startswith("gold_")}
-    return out
+def _predictions(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The earlier run's predictions.jsonl rows ([] if it has none); malformed lines are an error."""
+    pf = Path(run_dir) / "predictions.jsonl"
+    return [r for r in read_rows(pf) if r.get("id") is not None] if pf.exists() else []
+
+
+def _gold_labels(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    return {str(r["id"]): {k[5:]: v for k, v in r.items() if k.startswith("gold_")} for r in _predictions(run_dir)}
 
 
 def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[int] | None, str]:
@@ -53,15 +54,8 @@ def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[in
     old = load_run_metrics(run_dir)["meta"]
     if old.get("mode") != "cv" or (old.get("params") or {}).get("k") != k:
         return None, f"new folds: the earlier run is not a {k}-fold cross-validation"
-    prev: dict[str, int] = {}
-    pf = Path(run_dir) / "predictions.jsonl"
-    if pf.exists():
-        with pf.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    r = json.loads(line)
-                    if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k:
-                        prev[str(r["id"])] = r["fold"]
+    prev = {str(r["id"]): r["fold"] for r in _predictions(run_dir)
+            if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k}
     if not prev:
         return None, "new folds: the earlier run has no per-record folds"
     folds, new = [], 0
@@ -101,9 +95,9 @@ def compare_metrics(new: dict[str, Any], new_meta: dict[str, Any], run_dir: str 
         "dimensions": dims,
     }
     if new_gold is not None:
-        prev = _gold_labels(Path(run_dir) / "predictions.jsonl")
+        prev = _gold_labels(run_dir)
         shared = set(prev) & set(new_gold)
-        changed = {}
+        changed: dict[str, int] = {}
         for rid in shared:
             for d, v in new_gold[rid].items():
                 if d in prev[rid] and prev[rid][d] != v:

@@ -1,6 +1,7 @@
 """A small GitHub REST client: auth, pagination, rate limits, retries, conditional requests.
 
-Rate limits follow GitHub's documented rules: on 403/429, wait `Retry-After` seconds if given;
+Rate limits follow GitHub's documented rules: on 403/429, wait as `Retry-After` says if given
+(seconds or an HTTP date);
 else if `X-RateLimit-Remaining` is 0, wait until `X-RateLimit-Reset`; else, if the message says
 "rate limit" (a secondary limit), wait a minute, doubling on each repeat. A successful response
 with Remaining 0 makes the next request wait for the reset too. 5xx answers and connection errors
@@ -10,18 +11,20 @@ in messages (any echo of it is redacted).
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from classify.core.errors import ClassifyError
+from classify.core.http import redact, retry_after_seconds
 from classify.ingest.cache import ResponseCache
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -126,7 +129,7 @@ class GitHubClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "GitHubClient":
+    def __enter__(self) -> GitHubClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -145,7 +148,9 @@ class GitHubClient:
             raise FetchError(f"refusing to request {url}: not on {self.base_url} (the token is only sent to the API host)")
 
     def redact(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
+        # keylike=False: these messages carry repository URLs, and a name like `keystone-auth`
+        # would look like a key to the broad pattern.
+        return redact(text, [self._token], keylike=False)
 
     # -- requests -------------------------------------------------------------------------------
     def get_json(self, url: str) -> Page:
@@ -249,9 +254,9 @@ class GitHubClient:
 
     def _rate_limit_wait(self, r: httpx.Response) -> tuple[float | None, str | None]:
         """(seconds to wait or None for backoff, kind) for a 403/429; kind None = not a rate limit."""
-        retry_after = r.headers.get("retry-after", "").strip()
-        if retry_after.isdigit():
-            return float(retry_after), "rate_limit"
+        retry_after = retry_after_seconds(r.headers)  # seconds or an HTTP date
+        if retry_after is not None:
+            return retry_after, "rate_limit"
         if r.headers.get("x-ratelimit-remaining") == "0":
             wait = self._seconds_until_reset(r)
             if wait is not None:

@@ -8,8 +8,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from classify.ingest.normalize import RefError, gh_cli_issue_to_row, issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
 from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows
+from classify.core.textio import read_text
+from classify.ingest.normalize import (
+    RefError,
+    gh_cli_issue_to_row,
+    issue_id,
+    parse_issue_ref,
+    parse_repo,
+    rest_issue_to_row,
+)
 
 log = logging.getLogger("classify.fetch")
 
@@ -42,7 +50,7 @@ def import_gh_json(path: str | Path, repo: str | None = None, skip_bot_comments:
     if not path.exists():
         raise RecordsError(f"{path}: file not found")
     items: list[Any] = []
-    for v in _json_values(path.read_text(encoding="utf-8"), str(path)):
+    for v in _json_values(read_text(path, RecordsError), str(path)):
         items.extend(v if isinstance(v, list) else [v])
     rows, bad, prs, no_comments = [], [], 0, 0
     for n, item in enumerate(items, 1):
@@ -163,14 +171,15 @@ def read_issue_refs(path: str | Path, url_column: str = "url") -> list[tuple[str
     """Issue references to fetch, with the other columns of their row as extra fields.
 
     A `.txt` file (or any non-table) holds one URL / `owner/name#N` per line (# comments allowed);
-    a CSV/JSONL/Parquet table needs a `url_column`, and its other columns (labels) travel along.
+    a table (CSV/JSONL/Parquet/Arrow or a dataset folder) needs a `url_column`, and its other columns
+    (labels) travel along.
     """
     path = Path(path)
     if not path.exists():
         raise RecordsError(f"{path}: file not found")
-    if path.suffix.lower() not in FORMATS:
+    if path.suffix.lower() not in FORMATS and not path.is_dir():  # a folder: a Hugging Face dataset
         refs = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in read_text(path, RecordsError).splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
                 refs.append((line, {}))

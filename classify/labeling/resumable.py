@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from classify.core.gold import GoldSet
 from classify.classifiers.base import Classifier, Prediction
-from classify.core.records import Record, atomic_write_text, write_rows
+from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
 
 
 class RunError(ClassifyError, RuntimeError):
@@ -47,29 +47,30 @@ def run_signature(parts: dict[str, Any]) -> str:
 
 
 def _read_partial(path: Path, signature: str) -> list[dict]:
-    """Rows already labeled by an interrupted run with the same signature; a torn last line is dropped."""
-    rows: list[dict] = []
-    with path.open(encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if not lines or not lines[0].strip():
-        return rows
-    try:
-        header = json.loads(lines[0])
-    except json.JSONDecodeError:
+    """Rows already labeled by an interrupted run with the same signature.
+
+    A kill mid-write can only tear the last line (the checkpoint is rewritten whole before each
+    run appends to it), so a torn last line, even one cut inside a UTF-8 character, is dropped and
+    its record labeled again. Damage anywhere else is an error naming the line.
+    """
+    got = read_json_lines(path, drop_torn_tail=True)
+    if not got.lines and not got.problems:
+        return []
+    first = got.lines[0] if got.lines else None
+    if first is None or first.number != 1 or any(n == 1 for n, _ in got.problems):
         raise RunError(f"{path}: checkpoint header is damaged; remove it or pass --force")
-    if header.get("signature") != signature:
+    if not isinstance(first.value, dict):
+        raise RunError(f"{path}: checkpoint header is not a JSON object; remove it or pass --force")
+    if first.value.get("signature") != signature:
         raise RunError(
             f"{path}: a checkpoint from a run with different arguments exists "
             f"(model/taxonomy/gold/input differ); pass --force to discard it and start over"
         )
-    for line in lines[1:]:
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # killed mid-write: everything after the torn line is unwritten
-    return rows
+    problems = got.problems + [(ln.number, "not a row with an id") for ln in got.lines[1:]
+                               if not (isinstance(ln.value, dict) and isinstance(ln.value.get("id"), str))]
+    if problems:
+        raise RunError(f"{path}: damaged checkpoint ({line_problems(problems)}); remove it or pass --force")
+    return [ln.value for ln in got.lines[1:]]
 
 
 def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, Any]) -> dict[str, Any]:
@@ -137,12 +138,7 @@ def label_records(
                 os.fsync(f.fileno())
                 if progress:
                     progress(len(chunk))
-    all_rows = {r["id"]: r for r in done_rows}
-    with part.open(encoding="utf-8") as f:
-        next(f)
-        for line in f:
-            r = json.loads(line)
-            all_rows[r["id"]] = r
+    all_rows = {r["id"]: r for r in _read_partial(part, signature)}
     ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
     write_rows(out, ordered)
     part.unlink()
@@ -190,10 +186,15 @@ def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
 
 
 def input_fingerprint(path: Path) -> str:
+    """Hash of the input's bytes; for a dataset folder, of every file's name and bytes."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            h.update(str(file.relative_to(path)).encode("utf-8") + b"\0")
+        with file.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()[:16]
 
 

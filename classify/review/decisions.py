@@ -6,18 +6,17 @@ unknown label, and it is rejected with every problem listed, before anything is 
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
-import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from classify.core.records import atomic_write_text
+from classify.core.errors import ClassifyError
+from classify.core.records import atomic_write_text, line_problems, read_json_lines
+from classify.core.taxonomy import Taxonomy
 from classify.review.proposals import ProposalError, apply_changes, collect_changes, new_category_ids
 from classify.review.schema import Decision, Queue, validation_message
-from classify.core.taxonomy import Taxonomy
 
 
 class DecisionsError(ClassifyError, ValueError):
@@ -37,30 +36,17 @@ def read_decisions(path: str | Path, drop_torn_tail: bool = False) -> tuple[list
     path = Path(path)
     if not path.exists():
         return [], False
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    torn = False
-    problems, out = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        last = n == len(lines)  # no newline after it
+    got = read_json_lines(path, drop_torn_tail=drop_torn_tail)
+    problems = list(got.problems)
+    out = []
+    for ln in got.lines:
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            if last and drop_torn_tail:
-                torn = True
-                continue
-            problems.append(f"line {n}: not JSON ({e.msg})")
-            continue
-        try:
-            out.append(Decision.model_validate(obj))
+            out.append(Decision.model_validate(ln.value))
         except ValidationError as e:
-            problems.append(f"line {n}: {validation_message(e)}")
+            problems.append((ln.number, validation_message(e)))
     if problems:
-        raise DecisionsError(f"{path}: {len(problems)} malformed decision rows: " + "; ".join(problems[:10])
-                             + (f"; ... (+{len(problems) - 10} more)" if len(problems) > 10 else ""))
-    return out, torn
+        raise DecisionsError(f"{path}: {len(problems)} malformed decision rows: " + line_problems(problems))
+    return out, got.torn
 
 
 def write_decisions(path: str | Path, decisions: list[Decision]) -> None:
@@ -125,10 +111,3 @@ def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy,
         raise DecisionsError(f"{source}: rejected, nothing changed. {len(problems)} problem(s): " + "; ".join(problems[:15])
                              + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else ""))
     return eff
-
-
-def load_decisions(path: str | Path, queue: Queue, taxonomy: Taxonomy) -> list[Decision]:
-    decisions, _ = read_decisions(path)
-    if not decisions:
-        raise DecisionsError(f"{path}: no decisions (file missing or empty)")
-    return check_decisions(decisions, queue, taxonomy, str(path))

@@ -26,6 +26,7 @@ import numpy as np
 from classify.core import screening
 from classify.core.gold import GoldSet
 from classify.core.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
+from classify.core.textio import read_text
 from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason
 
 CODEBOOK_WEIGHT = 0.3  # a coder's note asks a codebook question; no model evidence behind it
@@ -51,7 +52,7 @@ def load_eval_run(path: str | Path) -> EvalRun:
         if not f.exists():
             raise QueueError(f"{path}: not an eval run folder ({f.name} missing)")
     try:
-        meta = json.loads(mfile.read_text(encoding="utf-8"))["meta"]
+        meta = json.loads(read_text(mfile, QueueError))["meta"]
         rows = read_rows(pfile)
     except (json.JSONDecodeError, KeyError, RecordsError) as e:
         raise QueueError(f"{path}: cannot read the eval run: {e}") from e

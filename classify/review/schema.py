@@ -7,7 +7,6 @@ item and a reviewer can change their mind.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import hashlib
 import json
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from classify.core.errors import ClassifyError
 from classify.core.records import atomic_write_text
+from classify.core.textio import read_text
 
 ReasonKind = Literal["model_disagrees", "likely_mislabeled", "models_disagree", "low_confidence", "codebook_note"]
 Action = Literal["keep", "accept", "set", "ambiguous", "skip"]
@@ -110,7 +111,7 @@ def load_queue(path: str | Path) -> Queue:
     if not path.exists():
         raise QueueError(f"{path}: queue file not found (build one with `classify review build`)")
     try:
-        return Queue.model_validate_json(path.read_text(encoding="utf-8"))
+        return Queue.model_validate_json(read_text(path, QueueError))
     except ValidationError as e:
         raise QueueError(f"{path}: not a review queue: {_errors(e)}") from e
 
@@ -203,7 +204,6 @@ class Split(_Proposal):
 
 
 Proposal = Annotated[Union[EditDefinition, AddCue, AddCategory, Merge, Split], Field(discriminator="kind")]
-PROPOSAL_KINDS = ("edit_definition", "add_cue", "add_category", "merge", "split")
 
 
 # ---------------------------------------------------------------- decisions

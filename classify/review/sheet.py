@@ -27,10 +27,21 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from classify.core.records import atomic_write_text
-from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
-from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Proposal,
-                                    Queue, Split, validation_message)
 from classify.core.taxonomy import Taxonomy
+from classify.core.textio import read_text
+from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
+from classify.review.schema import (
+    AddCategory,
+    AddCue,
+    Decision,
+    EditDefinition,
+    Merge,
+    NewCategory,
+    Proposal,
+    Queue,
+    Split,
+    validation_message,
+)
 
 INFO_COLUMNS = ["rank", "id", "dimension", "score", "reasons", "gold", "coders", "models", "title", "url", "body",
                 "discussion", "adjudication_note"]
@@ -158,10 +169,10 @@ def read_csv_decisions(path: str | Path, queue: Queue, reviewer: str) -> list[De
     path = Path(path)
     if not path.exists():
         raise DecisionsError(f"{path}: file not found")
+    text = read_text(path, DecisionsError)  # invalid UTF-8: an error naming the line
     try:
-        text = path.read_text(encoding="utf-8-sig")
         rows = list(csv.DictReader(io.StringIO(text)))
-    except (UnicodeDecodeError, csv.Error) as e:
+    except csv.Error as e:
         raise DecisionsError(f"{path}: not a readable CSV file: {e}") from e
     header = rows[0].keys() if rows else next(csv.reader(io.StringIO(text)), [])
     missing = [c for c in REQUIRED if c not in header]

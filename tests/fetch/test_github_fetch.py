@@ -279,7 +279,7 @@ def test_token_echoed_by_server_is_redacted(make_client):
         with pytest.raises(FetchError) as e:
             fetch_repo_issues(client, "o/r")
         assert e.value.status == 401 and "Bad credentials" in str(e.value) and "check GITHUB_TOKEN" in str(e.value)
-        assert "***" in str(e.value) and wrong not in str(e.value) and TOKEN not in str(e.value)
+        assert "[redacted]" in str(e.value) and wrong not in str(e.value) and TOKEN not in str(e.value)
         assert len(server.log) == 1  # 401 is not retried
 
 

@@ -9,14 +9,12 @@ down json_schema -> json_object -> none once, for the rest of the run.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import asyncio
 import json
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
@@ -24,7 +22,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from classify.classifiers.llm.answer import response_format
 from classify.classifiers.llm.cache import LLMStore, request_key
-from classify.classifiers.llm.endpoint import STRUCTURED_STYLES, Endpoint, redact
+from classify.classifiers.llm.endpoint import STRUCTURED_STYLES, Endpoint
+from classify.core.errors import ClassifyError
+from classify.core.http import redact, retry_after_seconds
 
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer gets this and another try
 
@@ -62,7 +62,7 @@ class ChatResult:
                 "logprobs": self.logprobs, "model": self.model}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], cached: bool = False) -> "ChatResult":
+    def from_json(cls, d: dict[str, Any], cached: bool = False) -> ChatResult:
         lp = d.get("logprobs")
         return cls(d.get("content") or "", d.get("finish_reason"), d.get("usage") or {},
                    [tuple(x) for x in lp] if lp else None, d.get("model"), cached)
@@ -81,30 +81,6 @@ class ClientStats:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait from Retry-After (seconds or HTTP date) or retry-after-ms."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        pass
-    try:
-        dt = parsedate_to_datetime(ra)
-        return max(0.0, dt.timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def _wait(retry_state) -> float:
@@ -145,7 +121,7 @@ class ChatClient:
         self._client: openai.AsyncOpenAI | None = None
         self._inflight: dict[str, asyncio.Future] = {}
 
-    async def __aenter__(self) -> "ChatClient":
+    async def __aenter__(self) -> ChatClient:
         self._key = self.endpoint.api_key()
         self._client = openai.AsyncOpenAI(
             api_key=self._key, base_url=self.endpoint.url, max_retries=0, timeout=self.endpoint.timeout,
@@ -157,9 +133,6 @@ class ChatClient:
         if self._client is not None:
             await self._client.close()
         self._client = None
-
-    def redact(self, text: str) -> str:
-        return redact(text, [self._key])
 
     def cache_key(self, messages: list[dict], params: dict[str, Any], schema: dict | None) -> str:
         # Keyed on the configured structured style, not the one in effect after a fallback, so a
@@ -278,7 +251,7 @@ class ChatClient:
             except _Transient as e:
                 err = e
         if err is not None:
-            msg = self.redact(_error_message(err))
+            msg = redact(_error_message(err), [self._key])
             headers = getattr(getattr(err, "response", None), "headers", None)
             low = msg.lower()
             if status in (400, 422, 500) and style != "none" and any(

@@ -15,11 +15,11 @@ Servers differ in two ways that matter here, so both are settings with per-serve
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import os
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
+
+from classify.core.errors import ClassifyError
 
 STRUCTURED_STYLES = ("json_schema", "json_object_schema", "json_object", "none")
 
@@ -59,17 +59,6 @@ def redact_url(url: str | None) -> str | None:
     if u.port:
         netloc += f":{u.port}"
     return urlunsplit((u.scheme, netloc, u.path, "", ""))
-
-
-_KEYLIKE = re.compile(r"\b(sk|key|token|Bearer)[-_ ]?[A-Za-z0-9_\-\.]{12,}", re.IGNORECASE)
-
-
-def redact(text: str, secrets: list[str | None] = ()) -> str:
-    """Remove secret values and anything shaped like an API key from a message."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)
 
 
 @dataclass

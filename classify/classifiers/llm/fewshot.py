@@ -8,17 +8,17 @@ same text as the issue are skipped even if a caller passes overlapping data.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
-from classify.encoders.encoder import Encoder
 from classify.classifiers.llm.prompts import Example
+from classify.core.hashing import text_hash
 from classify.core.records import Record
+from classify.encoders.encoder import Encoder
 
 
 def _text_key(r: Record) -> str:
-    return hashlib.sha256(f"{r.title}\0{r.body}\0{r.discussion}".encode("utf-8")).hexdigest()
+    # NUL between the fields: ("a", "bc") and ("ab", "c") must not collide.
+    return text_hash(f"{r.title}\0{r.body}\0{r.discussion}")
 
 
 class ExampleSelector:

@@ -11,17 +11,18 @@ could close or open a delimiter is defused before rendering.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import hashlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound, TemplateSyntaxError
 
+from classify.core.errors import ClassifyError
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
+from classify.core.textio import read_text
 
 TEMPLATES = ("system.j2", "answer_form.j2", "examples.j2", "issue.j2", "task.j2", "repair.j2")
 
@@ -93,6 +94,13 @@ class PromptSet:
                 src, _, _ = self.env.loader.get_source(self.env, name)
             except TemplateNotFound:
                 raise PromptError(f"{self.folder}: template {name} is missing (a set needs {', '.join(TEMPLATES)})") from None
+            except UnicodeDecodeError:
+                read_text(self.folder / name, PromptError)  # raises, naming the line
+                raise
+            try:
+                self.env.get_template(name)  # compiled once here, so a syntax error names its template
+            except TemplateSyntaxError as e:
+                raise PromptError(f"{self.folder / name}: line {e.lineno}: template syntax error: {e.message}") from None
             sources.append(f"{name}\n{src}")
         self.system_text = self._render("system.j2")
         # The hash covers the rendered system prompt (so a new codebook version changes it), every
