@@ -52,11 +52,24 @@ def test_tfidf_only_spec_predicts_every_dimension_with_probabilities(gold, taxon
 
 
 def test_tfidf_vocabulary_comes_from_training_texts_only(gold, taxonomy):
+    from dataclasses import replace
+
     tr, labels, te, _ = _split(gold)
+    # Two made-up words, each in several reports (min_df=2 cannot be why one is missing): one only
+    # in training texts, one only in the records the model will predict.
+    seen, unseen = "zqxjkvseenmarker", "zqxjkvunseenmarker"
+    tr = [replace(r, body=f"{r.body} {seen}") if i % 10 == 0 else r for i, r in enumerate(tr)]
+    # At the very end of the text, so that no bigram of the original text is broken by it.
+    marked_te = [replace(r, discussion=f"{r.discussion} {unseen}") if r.discussion else replace(r, body=f"{r.body} {unseen}")
+                 for r in te]
     clf = make_classifier("tfidf-embed", taxonomy, _opts(**LEXICAL)).fit(tr, labels)
-    marker = "zqxjkvunseenmarker"
-    assert marker not in clf.vectorizer.vocabulary_
-    # A word that only the evaluated records contain never enters the vocabulary.
+    before = clf.predict(te)
+    marked = clf.predict(marked_te)
+    assert seen in clf.vectorizer.vocabulary_  # the check can see a marker word at all
+    assert unseen not in clf.vectorizer.vocabulary_  # predicting did not refit the vocabulary
+    # ...and a word the model never trained on changes no probability.
+    for d in before:
+        assert [p.proba for p in marked[d]] == [p.proba for p in before[d]]
     train_words = set(clf.vectorizer.build_analyzer()(" ".join(r.text() for r in tr)))
     assert all(t in train_words for t in clf.vectorizer.vocabulary_ if " " not in t)
 

@@ -79,7 +79,7 @@ def test_bad_fractions_are_refused(bad):
         parse_fractions(bad)
 
 
-def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
+def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows, taxonomy):
     g = write_jsonl(tmp_path / "gold.jsonl", gold_rows[:150])
     out_root = tmp_path / "evals"
     r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--gold", str(g), "--fractions", "0.4,0.7,1",
@@ -88,6 +88,15 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows):
     assert r.exit_code == 0, r.output
     (run,) = list(out_root.iterdir())
     assert run.name.endswith("-learning-curve-tfidf-logreg_C_3")  # options name the run, as in eval
+    # A name is only honest if the option it carries reaches the model: C=3 must not fit like C=0.001.
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.core.gold import load_gold
+
+    small = load_gold(g, taxonomy)
+    fitted = [make_classifier("tfidf-logreg", taxonomy, ModelOptions(extra={"C": c})).fit(small.records, small.labels)
+              for c in (3, 0.001)]
+    strong, weak = (f.predict(small.records[:20])["symptom"] for f in fitted)
+    assert max(abs(a.confidence - b.confidence) for a, b in zip(strong, weak)) > 0.05
     doc = json.loads((run / "curve.json").read_text())
     assert [p["fraction"] for p in doc["points"]] == [0.4, 0.7, 1.0]
     n = [p["dimensions"]["symptom"]["n_train"] for p in doc["points"]]

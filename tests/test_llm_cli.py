@@ -92,7 +92,7 @@ def test_eval_writes_a_report(tmp_path, fake):
 
 
 @pytest.mark.slow
-def test_cross_validated_few_shot_never_uses_an_evaluated_record_as_its_example(gold, fake):
+def test_cross_validated_few_shot_never_uses_an_evaluated_record_as_its_example(gold, fake, shared_cache):
     opts = ModelOptions(show_progress=False, extra={"base_url": fake.base_url, "strategy": "few-shot", "k": 3,
                                                    "concurrency": 8, "max_chars": 1500})
     res = cross_validate("openai:fake-model", gold, opts, k=5, seed=0, limit=60)

@@ -56,18 +56,46 @@ def test_bad_input_fails_before_any_work(tmp_path, gold_rows):
     assert not out.exists() and not (tmp_path / "o.jsonl.partial.jsonl").exists()
 
 
-def test_input_labels_are_ignored_and_formats_by_extension(tmp_path, gold_rows):
-    # Same texts with wrong labels in the input: predictions must not change.
+def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, gold_rows, monkeypatch):
+    import classify.labeling.pipeline as pipeline
+
+    # Spy on what predict() receives: the model must not see the labels the input carries.
+    seen_fields: list[dict] = []
+    real_make = pipeline.make_classifier
+
+    def spying_make(*args, **kwargs):
+        clf = real_make(*args, **kwargs)
+        orig = clf.predict
+        clf.predict = lambda recs: (seen_fields.extend(dict(r.fields) for r in recs), orig(recs))[1]
+        return clf
+
+    monkeypatch.setattr(pipeline, "make_classifier", spying_make)
     clean = [{k: v for k, v in r.items() if k not in ("symptom", "root_cause", "coder_a", "coder_b")} for r in gold_rows[:40]]
-    lying = [{**r, "symptom": "hang", "root_cause": "jit_caching"} for r in clean]
+    lying = [{**r, "symptom": "hang", "root_cause": "jit_caching", "symptom_confidence": 1.0,
+              "coder_a": {"symptom": "hang"}, "note": "kept"} for r in clean]
     a, b = write_jsonl(tmp_path / "a.jsonl", clean), write_jsonl(tmp_path / "b.jsonl", lying)
     for src, out in ((a, "a.csv"), (b, "b.parquet")):
         r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(src), "--out", str(tmp_path / out)])
         assert r.exit_code == 0, r.output
+    assert len(seen_fields) == 80
+    lied_to = seen_fields[40:]
+    assert all(f.get("note") == "kept" for f in lied_to)  # the spy sees the fields a record carries...
+    assert not any({"symptom", "root_cause", "symptom_confidence", "coder_a"} & set(f) for f in lied_to)  # ...but no label
     import pandas as pd
     da, db = pd.read_csv(tmp_path / "a.csv"), pd.read_parquet(tmp_path / "b.parquet")
+    assert len(da) == len(db) == 40
     assert list(da["symptom"]) == list(db["symptom"])
     assert list(da["root_cause"]) == list(db["root_cause"])
+
+
+def test_strip_label_fields_keeps_everything_but_labels(taxonomy):
+    from classify.core.records import Record
+    from classify.labeling.resumable import strip_label_fields
+
+    rec = Record(id="x", title="t", fields={"symptom": "hang", "root_cause": None, "coder_b": {}, "root_cause_confidence": 0.9,
+                                            "labels": ["kept"], "symptomatic": "kept"})
+    (out,) = strip_label_fields([rec], taxonomy.dimension_ids)
+    assert out.fields == {"labels": ["kept"], "symptomatic": "kept"}
 
 
 def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows):
@@ -105,7 +133,7 @@ def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows)
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, gold_rows):
+def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, gold_rows, shared_cache):
     """SIGKILL a real run mid-way, start it again with the same arguments, check the result."""
     inp = tmp_path / "in.jsonl"
     rows = [{"id": f"x-{i}", "title": r["title"], "body": r["body"] + f" (copy {i})", "discussion": r["discussion"]}

@@ -18,7 +18,7 @@ def _m2v(**kw) -> Encoder:
 
 
 @pytest.fixture(scope="module")
-def distilled():
+def distilled(shared_cache):
     """The StaticSentenceEncoder of the packaged MiniLM, distilled (once) for this session."""
     from classify.encoders.static import static_dir
 

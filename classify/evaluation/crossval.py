@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.model_selection import StratifiedKFold
 
 from classify.core.gold import GoldSet
 from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
 from classify.evaluation.metrics import dimension_report
 from classify.classifiers.base import ModelOptions, Prediction, make_classifier
+from classify.core.records import Record
+
+# TF-IDF cosine (title + body) at or above which a training record counts as a near-duplicate of
+# an evaluated one: the same report filed twice, or copied with a line changed.
+NEAR_DUPLICATE_COSINE = 0.95
 
 
 @dataclass
@@ -23,11 +30,15 @@ class EvalResult:
     # dimension -> one Prediction per gold record (None where the record has no label for it)
     predictions: dict[str, list[Prediction | None]]
     folds: list[int]  # fold of each gold record (-1 for a held-out test set)
-    train_ids: dict[int, set[str]]  # fold -> ids its model was trained on (for leak checks)
+    # fold -> ids of every record its model's fit() received (recorded at the call, for leak checks)
+    train_ids: dict[int, set[str]]
     provenance: dict[str, Any]
     seconds: float
     mode: str  # "cv" or "test"
     params: dict[str, Any] = field(default_factory=dict)
+    # Warnings, not errors: evaluated records with a near-identical text among their fold's training
+    # records ({"fold", "id", "train_id", "similarity", "identical"}); they flatter the scores.
+    near_duplicates: list[dict[str, Any]] = field(default_factory=list)
 
 
 def stratify_keys(gold: GoldSet) -> list[str]:
@@ -135,9 +146,13 @@ def cross_validate(
         train_recs = [gold.records[i] for i in train]
         test_recs = [gold.records[i] for i in test]
         clf = make_classifier(spec, gold.taxonomy, options)
+        # What fit() actually receives, through the fold's predictions too: a model that refits on
+        # the records it predicts, or hands them to a member, shows up as a leak.
+        train_ids[f] = set()
+        if not _spy_on_fit(clf, train_ids[f]):
+            train_ids[f].update(r.id for r in train_recs)
         clf.fit(train_recs, _subset_labels(gold, train))
         out = clf.predict(test_recs)
-        train_ids[f] = {r.id for r in train_recs}
         for d, plist in out.items():
             if d not in preds:
                 continue
@@ -147,9 +162,10 @@ def cross_validate(
         if progress:
             progress(f + 1, k)
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
+    dups = near_duplicates(gold.records, folds_out, train_ids)
     return EvalResult(spec, gold, preds, folds_out, train_ids, prov, time.perf_counter() - t0, "cv",
                       {"k": k, "seed": seed, "limit": limit, **({"folds": "given"} if given_folds else {}),
-                       **({"train_fraction": train_fraction} if train_fraction < 1 else {})})
+                       **({"train_fraction": train_fraction} if train_fraction < 1 else {})}, dups)
 
 
 def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOptions | None = None) -> EvalResult:
@@ -162,8 +178,10 @@ def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOpti
     clf.fit(gold.records, gold.labels)
     out = clf.predict(test.records)
     preds = {d: list(out.get(d, [None] * len(test))) for d in test.taxonomy.dimension_ids}
+    # A test file that repeats gold reports under new ids flatters the scores as much as a CV leak.
+    dups = near_duplicates(gold.records + test.records, [-2] * len(gold) + [-1] * len(test), {-1: set(gold.ids)})
     return EvalResult(spec, test, preds, [-1] * len(test), {-1: set(gold.ids)}, clf.provenance(),
-                      time.perf_counter() - t0, "test", {"train": str(gold.path), "train_hash": gold.hash})
+                      time.perf_counter() - t0, "test", {"train": str(gold.path), "train_hash": gold.hash}, dups)
 
 
 def compute_metrics(res: EvalResult, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -213,9 +231,72 @@ def prediction_rows(res: EvalResult) -> list[dict[str, Any]]:
 
 
 def train_test_leaks(res: EvalResult) -> list[str]:
-    """Ids that were predicted by a model trained on them (must be empty)."""
+    """Ids that were predicted by a model whose fit() received them (must be empty)."""
     return [
         r.id for i, r in enumerate(res.gold.records)
         if res.folds[i] in res.train_ids and r.id in res.train_ids[res.folds[i]]
     ]
+
+
+def _spy_on_fit(clf: Any, seen: set[str]) -> bool:
+    """Make every fit() of `clf` and of its members add the ids it receives to `seen`.
+
+    False when fit cannot be wrapped (the caller then records what it passes instead).
+    """
+    todo, done = [clf], set()
+    while todo:
+        m = todo.pop()
+        if id(m) in done:
+            continue
+        done.add(id(m))
+        todo.extend(getattr(m, "members", None) or [])
+        orig = m.fit
+
+        def fit(records, *args, _orig=orig, **kwargs):
+            seen.update(r.id for r in records)
+            return _orig(records, *args, **kwargs)
+
+        try:
+            m.fit = fit
+        except (AttributeError, TypeError):
+            return False
+    return True
+
+
+def _dup_text(r: Record) -> str:
+    """Title + body, lower-cased, punctuation and spacing dropped (the discussion is often absent)."""
+    return " ".join(re.findall(r"\w+", f"{r.title}\n{r.body}".lower()))
+
+
+def near_duplicates(records: list[Record], folds: list[int], train_ids: dict[int, set[str]],
+                    threshold: float = NEAR_DUPLICATE_COSINE) -> list[dict[str, Any]]:
+    """Pairs (evaluated record, record its fold's model trained on) whose title + body are identical
+    after normalisation or have TF-IDF cosine >= `threshold`, most similar first.
+
+    `folds[i]` is record i's fold (negative: not evaluated); `train_ids` as in EvalResult. Training ids
+    that are not in `records` are not compared. The TF-IDF is fit on all of `records`: it only
+    measures text overlap here and trains nothing.
+    """
+    texts = [_dup_text(r) for r in records]
+    if not any(texts):
+        return []
+    # Word uni- and bigrams: two reports sharing a stack trace but not their prose stay apart.
+    X = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"\w+").fit_transform(texts)
+    index = {r.id: i for i, r in enumerate(records)}
+    out: list[dict[str, Any]] = []
+    for f, ids in sorted(train_ids.items()):
+        test = [i for i, ff in enumerate(folds) if ff == f and texts[i]]
+        train = sorted(index[t] for t in ids if t in index and texts[index[t]])
+        if not test or not train:
+            continue
+        Xr = X[train].T.tocsc()
+        for start in range(0, len(test), 256):  # bounded memory on large gold sets
+            block = test[start:start + 256]
+            sim = (X[block] @ Xr).toarray()
+            for a, b in zip(*np.nonzero(sim >= threshold - 1e-9)):
+                i, j = block[a], train[b]
+                out.append({"fold": f, "id": records[i].id, "train_id": records[j].id,
+                            "similarity": round(float(min(sim[a, b], 1.0)), 4), "identical": texts[i] == texts[j]})
+    out.sort(key=lambda d: (-d["similarity"], d["fold"], d["id"], d["train_id"]))
+    return out
 

@@ -1,0 +1,136 @@
+"""The leak check records what each fold's model was actually fit on, and near-duplicate texts
+across the train/test boundary are reported."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import classify.evaluation.crossval as crossval
+from classify.classifiers.base import ModelOptions, make_classifier
+from classify.core.gold import gold_from_records
+from classify.evaluation.crossval import cross_validate, evaluate_on_test, near_duplicates, train_test_leaks
+
+
+@pytest.fixture(scope="module")
+def small(gold, taxonomy):
+    return gold_from_records(gold.records[:90], taxonomy)
+
+
+def _labels_of(preds, dims):
+    return {d: [p.label for p in preds[d]] for d in dims}
+
+
+class SelfTraining:
+    """Pseudo-labels the records it predicts and refits on them: a leak of the evaluated texts."""
+
+    def __init__(self, taxonomy, via_member: bool):
+        self.taxonomy, self.via_member = taxonomy, via_member
+        self.inner = make_classifier("tfidf-logreg", taxonomy, ModelOptions())
+        if via_member:  # the leak happens one level down, inside a member (as in an ensemble)
+            self.members = [self.inner]
+
+    def fit(self, records, labels):
+        self.train = (list(records), labels)
+        self.inner.fit(records, labels)
+        return self
+
+    def predict(self, records):
+        first = self.inner.predict(records)
+        recs, labels = self.train
+        pseudo = _labels_of(first, self.taxonomy.dimension_ids)
+        more = {d: list(labels[d]) + pseudo[d] for d in self.taxonomy.dimension_ids}
+        refit = self.inner.fit if self.via_member else self.fit
+        refit(recs + list(records), more)
+        return self.inner.predict(records)
+
+    def provenance(self):
+        return {}
+
+
+@pytest.mark.parametrize("via_member", [False, True])
+def test_a_model_fit_on_the_records_it_predicts_is_caught(small, taxonomy, monkeypatch, via_member):
+    monkeypatch.setattr(crossval, "make_classifier", lambda spec, tax, opts: SelfTraining(tax, via_member))
+    res = cross_validate("self-training", small, k=3)
+    # Every evaluated record went through fit() of its own fold's model.
+    assert sorted(train_test_leaks(res)) == sorted(small.ids)
+
+
+def test_recorded_train_ids_are_what_fit_received(small, taxonomy, monkeypatch):
+    received: list[set[str]] = []
+
+    def spying_factory(spec, tax, opts):
+        clf = make_classifier(spec, tax, opts)
+        orig = clf.fit
+        clf.fit = lambda recs, labels: (received.append({r.id for r in recs}), orig(recs, labels))[1]
+        return clf
+
+    monkeypatch.setattr(crossval, "make_classifier", spying_factory)
+    res = cross_validate("tfidf-logreg", small, k=3, train_fraction=0.5)
+    assert train_test_leaks(res) == []
+    assert [res.train_ids[f] for f in range(3)] == received
+    for f, ids in res.train_ids.items():
+        others = {r.id for r, ff in zip(small.records, res.folds) if ff != f}
+        assert ids < others and len(ids) == pytest.approx(len(others) / 2, abs=1)
+
+
+def _copy(rec, new_id, title=None, body=None):
+    return replace(rec, id=new_id, title=rec.title if title is None else title,
+                   body=rec.body if body is None else body, fields=dict(rec.fields))
+
+
+def test_planted_near_duplicates_across_folds_are_flagged(small, taxonomy):
+    recs = list(small.records)
+    a, b = recs[0], recs[1]
+    # Same report, shouted and re-punctuated: identical once normalised.
+    loud = _copy(a, "copy-of-a", title=a.title.upper() + "!!", body=a.body.replace(".", " ;"))
+    # One sentence added to a long report: not identical, still far above the cosine threshold.
+    assert len(b.body.split()) > 60
+    edited = _copy(b, "edit-of-b", body=b.body + " Any update on this?")
+    g = gold_from_records(recs + [loud, edited], taxonomy)
+    n = len(recs)
+    folds = [i % 3 for i in range(n)] + [(0 + 1) % 3, 1 % 3]  # loud apart from a; edited with b
+    assert folds[0] != folds[n] and folds[1] == folds[n + 1]
+    res = cross_validate("tfidf-logreg", g, k=3, folds=folds)
+    pairs = {(d["id"], d["train_id"]): d for d in res.near_duplicates}
+    # a and its copy are in different folds: each is evaluated by a model trained on the other.
+    assert set(pairs) == {(a.id, "copy-of-a"), ("copy-of-a", a.id)}
+    assert all(d["identical"] and d["similarity"] == pytest.approx(1.0) for d in pairs.values())
+    assert pairs[(a.id, "copy-of-a")]["fold"] == folds[0]
+    # b and its edit share a fold: never train/test neighbours, nothing to report for them.
+    assert not any("edit-of-b" in key for key in pairs)
+    # Moved into another fold, the edit is flagged, as similar but not identical.
+    folds[n + 1] = (folds[1] + 1) % 3
+    res = cross_validate("tfidf-logreg", g, k=3, folds=folds)
+    edit = [d for d in res.near_duplicates if d["id"] == "edit-of-b"]
+    assert len(edit) == 1 and edit[0]["train_id"] == b.id and not edit[0]["identical"]
+    assert crossval.NEAR_DUPLICATE_COSINE <= edit[0]["similarity"] < 1
+
+
+def test_real_gold_sample_has_no_near_duplicates(small):
+    res = cross_validate("tfidf-logreg", small, k=3)
+    assert res.near_duplicates == []
+
+
+def test_limit_and_training_sample_bound_the_comparison(small):
+    recs = list(small.records)
+    # Record 0 duplicated by record 1: only the evaluated and the trained-on are compared.
+    recs[1] = _copy(recs[0], recs[1].id)
+    folds = [0, 1] + [i % 2 for i in range(2, len(recs))]
+    both = near_duplicates(recs, folds, {0: {r.id for r, f in zip(recs, folds) if f != 0},
+                                         1: {r.id for r, f in zip(recs, folds) if f != 1}})
+    assert {(d["id"], d["train_id"]) for d in both} == {(recs[0].id, recs[1].id), (recs[1].id, recs[0].id)}
+    not_evaluated = [-2] + folds[1:]
+    one = near_duplicates(recs, not_evaluated, {1: {r.id for r, f in zip(recs, folds) if f != 1}})
+    assert [(d["id"], d["train_id"]) for d in one] == [(recs[1].id, recs[0].id)]
+    assert near_duplicates(recs, folds, {0: set(), 1: set()}) == []
+
+
+def test_held_out_test_file_repeating_gold_is_flagged(small, taxonomy):
+    train = gold_from_records(small.records[:60], taxonomy)
+    reposted = _copy(small.records[5], "reposted")
+    test = gold_from_records(small.records[60:] + [reposted], taxonomy)
+    res = evaluate_on_test("tfidf-logreg", train, test)
+    assert [(d["id"], d["train_id"], d["identical"]) for d in res.near_duplicates] == \
+        [("reposted", small.records[5].id, True)]
