@@ -284,9 +284,14 @@ def test_malformed_ensemble_member_is_a_clear_cli_error(tmp_path):
 
 
 def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones(taxonomy):
-    # --shots arrives as k: it must not become embed-knn's neighbour count; C must not reach the LLM
-    clf = make_classifier("ensemble:embed-knn+openai:gpt-4o-mini[base_url=http://127.0.0.1:9/v1]", taxonomy,
-                          _opts(k=3, strategy="few-shot", C=5))
-    knn, llm = clf.members
-    assert knn.options.extra == {"C": 5}
+    # --shots arrives as k: it must not become embed-knn's neighbour count; C reaches the member that
+    # has a C (embed-logreg), not the LLM and not embed-knn, which has none
+    clf = make_classifier("ensemble:embed-knn+embed-logreg+openai:gpt-4o-mini[base_url=http://127.0.0.1:9/v1]",
+                          taxonomy, _opts(k=3, strategy="few-shot", C=5))
+    knn, logreg, llm = clf.members
+    assert knn.options.extra == {} and knn.params.k == 10
+    assert logreg.options.extra == {"C": 5} and logreg.params.C == 5
     assert llm.settings.k == 3 and llm.settings.strategy == "few-shot"
+    # A key no member takes is refused, naming the keys that some member would take.
+    with pytest.raises(ModelSpecError, match=r"unknown option 'bogus'; allowed: C, .*confidence"):
+        make_classifier("ensemble:embed-knn+embed-logreg", taxonomy, _opts(bogus=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classify.classifiers.features import FineTunedClassifier
+from classify.classifiers.features import FineTune
 from classify.evaluation.crossval import cross_validate, train_test_leaks
 from classify.core.hashing import text_hash as _text_key
 from classify.encoders.finetune import balanced_batches, supcon_loss
@@ -15,15 +15,15 @@ from classify.classifiers.base import ModelOptions, register
 # Small and quick: one top layer, one epoch, short sequences.
 FAST = {"ft_epochs": 1, "ft_top_layers": 1, "ft_max_seq_length": 64, "ft_batch_size": 8}
 
-_SPY: list[FineTunedClassifier] = []
+_SPY: list[FineTune] = []
 
 
 @register("test-finetune-spy")
-def _spy(spec, taxonomy, options):
+class _Spy(FineTune):
     # The real fine-tuned classifier; the test only keeps a reference to each fold's instance.
-    clf = FineTunedClassifier(spec, taxonomy, options, hierarchical=False)
-    _SPY.append(clf)
-    return clf
+    def __init__(self, *args):
+        super().__init__(*args)
+        _SPY.append(self)
 
 
 def test_supcon_loss_prefers_grouped_embeddings():
@@ -71,12 +71,12 @@ def test_finetuning_never_sees_the_evaluated_fold(gold, taxonomy):
 
 @pytest.mark.slow
 def test_finetuning_moves_the_embeddings_toward_the_labels(gold, taxonomy):
-    from classify.encoders.finetune import FineTuneConfig, FineTunedEncoder, lower_states
+    from classify.encoders.finetune import FineTuneConfig, FineTunedEncoder, LowerStates
 
     recs = gold.records[:64]
     texts = [r.text(True) for r in recs]
     y = [gold.labels["symptom"][i] for i in range(64)]
-    lower = lower_states(None, 1, 64)
+    lower = LowerStates(None, 1, 64)
     cfg = FineTuneConfig(top_layers=1, epochs=3, batch_size=8, max_seq_length=64, lr=2e-4)
     ft = FineTunedEncoder(lower, cfg)
     ft.layers = lower.top_copy()

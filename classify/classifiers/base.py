@@ -1,24 +1,51 @@
-"""The one small interface every classifier implements, and the registry of model specs.
+"""The interface every classifier implements, and the registry of model specs.
 
 A classifier is built from a spec string (`embed-logreg`, `openai:gpt-4o-mini`,
 `local:smollm2-135m`, ...) and used like a scikit-learn estimator:
 
-    clf = make_classifier("embed-logreg", taxonomy, ModelOptions())
+    clf = make_classifier("embed-logreg", taxonomy, ModelOptions(extra={"C": 1.0}))
     clf.fit(train_records, {"symptom": [...], "root_cause": [... or None]})
     preds = clf.predict(records)        # {dimension: [Prediction, ...]} aligned with records
     clf.provenance()                    # what to record beside every label
+    clf.close()                         # free encoders and connections (or use `with`)
 
 Label lists may hold None (no gold label for that record and dimension): fit skips those.
+
+Each spec names a `Classifier` subclass in the `classify.classifiers` entry-point group
+(pyproject.toml); built-ins register there exactly as a third-party package would. The class's
+`Options` (a pydantic model, classify.classifiers.options) declares the `--opt` keys it accepts;
+`make_classifier` validates them before building anything.
 """
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, ClassVar, Generic, TypeVar
 
+from classify.classifiers.options import (
+    ModelSpecError,
+    NoOptions,
+    OptionsModel,
+    option_keys,
+    options_table,
+    parse_options,
+)
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
+
+__all__ = ["Classifier", "LLM_PREFIXES", "ModelOptions", "ModelSpecError", "Prediction", "SharedPool",
+           "known_specs", "make_classifier", "options_schema", "register", "uses_llm", "validate_options"]
+
+log = logging.getLogger("classify")
+
+ENTRY_POINT_GROUP = "classify.classifiers"
+# Spec prefixes of the prompted-LLM classifiers (classify.classifiers.llm); everything else trains on gold.
+LLM_PREFIXES = ("openai:", "local:")
 
 
 @dataclass
@@ -32,6 +59,14 @@ class Prediction:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def predictions_from_proba(classes: list[str], P: Any) -> list[Prediction]:
+    """One Prediction per row of the probability matrix `P` (columns = `classes`): the argmax is
+    the label and its probability the confidence."""
+    best = P.argmax(axis=1)
+    return [Prediction(label=classes[b], confidence=float(p[b]), proba={c: float(v) for c, v in zip(classes, p)})
+            for b, p in zip(best, P)]
+
+
 @dataclass
 class ModelOptions:
     encoder: str | None = None  # sentence-transformers model path/name; None = packaged MiniLM
@@ -39,7 +74,7 @@ class ModelOptions:
     batch_size: int = 32
     seed: int = 0
     show_progress: bool = True
-    # Anything model-family specific (LLM endpoint, strategy, k, ...).
+    # The raw `--opt key=value` values; the spec's Options model validates and types them.
     extra: dict[str, Any] = field(default_factory=dict)
 
     def run_meta(self) -> dict[str, Any]:
@@ -47,64 +82,226 @@ class ModelOptions:
         return {"encoder": self.encoder, "include_discussion": self.include_discussion, "extra": self.extra}
 
 
-class Classifier(Protocol):
-    spec: str
-    taxonomy: Taxonomy
+class Classifier(ABC):
+    """Base of every classifier. Subclasses implement fit/predict/provenance and declare `Options`.
 
-    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "Classifier": ...
+    `params` is `Options` validated from `options.extra`; `make_classifier` builds it, so a
+    constructor never sees an unknown key or a value of the wrong type.
+    """
 
+    Options: ClassVar[type[OptionsModel]] = NoOptions
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
+        self.spec = spec
+        self.taxonomy = taxonomy
+        self.options = options
+        self.params = params
+
+    @classmethod
+    def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> Any:
+        """Validate `options` for `spec` without building anything heavy; return the typed params.
+
+        Raises ModelSpecError. Families with more to check (ensemble members, LLM model names) extend it.
+        """
+        return parse_options(cls.Options, spec, options.extra)
+
+    @abstractmethod
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> Classifier: ...
+
+    @abstractmethod
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]: ...
 
+    @abstractmethod
     def provenance(self) -> dict[str, Any]: ...
 
+    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:  # noqa: B027 (optional hook)
+        """Before a bulk run: do per-record work that caches (encoding) in one pass. Default: nothing."""
 
-class ModelSpecError(ClassifyError, ValueError):
-    pass
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Free what the classifier holds (loaded encoders, connections). It may be used again after."""
+
+    @property
+    def stats(self) -> Any:
+        """Request statistics of models that call a server (LLMs); None for the others."""
+        return None
+
+    @property
+    def members(self) -> list[Classifier]:
+        """The classifiers this one combines (ensembles); empty for the others."""
+        return []
+
+    def __enter__(self) -> Classifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-# prefix -> factory(spec, taxonomy, options). A prefix ending in ":" matches `prefix...`.
-_REGISTRY: dict[str, Callable[[str, Taxonomy, ModelOptions], Classifier]] = {}
+# -- heavy objects shared between classifiers ------------------------------------------------------
+
+T = TypeVar("T")
 
 
-# Spec prefixes of the prompted-LLM classifiers (classify.classifiers.llm); everything else trains on gold.
-LLM_PREFIXES = ("openai:", "local:")
+class SharedPool(Generic[T]):
+    """Heavy objects that classifiers built one after another reuse: a loaded encoder, the
+    frozen-layer states of fine-tuning. A cross-validation builds one classifier per fold and
+    each finds the previous fold's object here instead of loading it again.
+
+    Each classifier `acquire`s what it uses and `release`s it in close(). An object nobody holds
+    is kept while it is among the `keep_idle` most recently released (the next fold likely wants
+    it) and freed (its `close()` called, if any) after that, so memory stays bounded. `clear()`
+    frees everything.
+    """
+
+    def __init__(self, keep_idle: int = 1):
+        self.keep_idle = keep_idle
+        self._items: dict[Hashable, T] = {}
+        self._holders: dict[Hashable, int] = {}
+        self._idle: list[Hashable] = []  # released keys, oldest first
+        self._lock = threading.Lock()
+
+    def acquire(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = make()
+            self._holders[key] = self._holders.get(key, 0) + 1
+            if key in self._idle:
+                self._idle.remove(key)
+            return self._items[key]
+
+    def release(self, key: Hashable) -> None:
+        with self._lock:
+            if key not in self._holders:
+                return
+            self._holders[key] -= 1
+            if self._holders[key] > 0:
+                return
+            del self._holders[key]
+            self._idle.append(key)
+            while len(self._idle) > self.keep_idle:
+                self._free(self._idle.pop(0))
+
+    def clear(self) -> None:
+        with self._lock:
+            for key in list(self._items):
+                self._free(key)
+            self._holders.clear()
+            self._idle.clear()
+
+    def _free(self, key: Hashable) -> None:
+        obj = self._items.pop(key, None)
+        close = getattr(obj, "close", None)  # pooled objects need not be closeable
+        if callable(close):
+            close()
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
-def register(prefix: str):
-    def deco(fn):
-        _REGISTRY[prefix] = fn
-        return fn
+# -- the registry --------------------------------------------------------------------------------
+# name -> Classifier subclass. A name ending in ":" matches every spec it begins (`openai:gpt-4o`).
+_REGISTRY: dict[str, type[Classifier]] = {}
+_LOADED = False
+_FAILED: set[str] = set()  # entry points that failed to load: reported once, not retried
+_LOAD_LOCK = threading.Lock()
 
-    return deco
+
+def register(name: str, cls: type[Classifier] | None = None) -> Any:
+    """Register `cls` for spec `name` at run time (tests, notebooks); packages use the entry-point
+    group instead. Usable as a decorator: `@register("my-spec")`."""
+
+    def deco(c: type[Classifier]) -> type[Classifier]:
+        if not (isinstance(c, type) and issubclass(c, Classifier)):
+            raise TypeError(f"register({name!r}): {c!r} is not a Classifier subclass")
+        _REGISTRY[name] = c
+        return c
+
+    return deco(cls) if cls is not None else deco
 
 
-def _load_builtin() -> None:
-    # Imported here so `classify --help` stays fast: model families pull heavy libraries lazily.
-    import classify.classifiers.baselines  # noqa: F401
-    import classify.classifiers.features  # noqa: F401  (tfidf-embed, hier-tfidf-embed, finetune, hier-finetune)
-    import classify.classifiers.ensemble  # noqa: F401  (ensemble, ensemble:...)
+def _entry_points() -> list[EntryPoint]:
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
+
+def _load(ep: EntryPoint) -> None:
+    """Import one entry point; a plugin that fails is reported and left out, never fatal."""
+    if ep.name in _FAILED:
+        return
     try:
-        import classify.classifiers.llm.classifier  # noqa: F401
-    except ModuleNotFoundError as e:
-        if not e.name or not e.name.startswith("classify.classifiers.llm"):
-            raise
+        obj = ep.load()
+    except Exception as e:  # a broken plugin must not take `classify models` down with it
+        log.warning("model plugin %r (%s) failed to load and is left out: %s: %s",
+                    ep.name, ep.value, type(e).__name__, e)
+        _FAILED.add(ep.name)
+        return
+    if not (isinstance(obj, type) and issubclass(obj, Classifier)):
+        log.warning("model plugin %r (%s) is not a Classifier subclass; left out", ep.name, ep.value)
+        _FAILED.add(ep.name)
+        return
+    _REGISTRY.setdefault(ep.name, obj)  # run-time registrations win
+
+
+def _load_all() -> None:
+    global _LOADED
+    with _LOAD_LOCK:
+        if not _LOADED:
+            for ep in _entry_points():
+                if ep.name not in _REGISTRY:
+                    _load(ep)
+            _LOADED = True
+
+
+def _match(names: list[str], spec: str) -> str | None:
+    if spec in names:
+        return spec
+    prefixes = [n for n in names if n.endswith(":") and spec.startswith(n)]
+    return max(prefixes, key=len) if prefixes else None
+
+
+def family(spec: str) -> type[Classifier]:
+    """The Classifier subclass behind `spec`; imports only the entry point it needs."""
+    name = _match(list(_REGISTRY), spec)
+    if name is None and not _LOADED:
+        eps = {ep.name: ep for ep in _entry_points()}
+        ep_name = _match(list(eps), spec)
+        if ep_name is not None:
+            _load(eps[ep_name])
+        name = _match(list(_REGISTRY), spec)
+    if name is None:
+        known = known_specs()
+        hint = ", ".join(known) if known else "none (is the package installed? pip install -e .)"
+        raise ModelSpecError(f"unknown model spec {spec!r}; known: {hint}")
+    return _REGISTRY[name]
 
 
 def known_specs() -> list[str]:
-    _load_builtin()
+    """Every spec name this installation knows: built-ins and plugins (a name ending in ':' takes a suffix)."""
+    _load_all()
     return sorted(_REGISTRY)
 
 
+def validate_options(spec: str, taxonomy: Taxonomy, options: ModelOptions | None = None) -> Any:
+    """Check `spec` and its options up front, building nothing heavy; return the typed options.
+
+    Raises ModelSpecError naming the spec, the key and the allowed keys.
+    """
+    return family(spec).check(spec, taxonomy, options or ModelOptions())
+
+
 def make_classifier(spec: str, taxonomy: Taxonomy, options: ModelOptions | None = None) -> Classifier:
-    _load_builtin()
+    """Build the classifier for `spec`, its options validated first."""
     options = options or ModelOptions()
-    if spec in _REGISTRY:
-        return _REGISTRY[spec](spec, taxonomy, options)
-    for prefix, factory in _REGISTRY.items():
-        if prefix.endswith(":") and spec.startswith(prefix):
-            return factory(spec, taxonomy, options)
-    raise ModelSpecError(f"unknown model spec {spec!r}; known: {', '.join(sorted(_REGISTRY))}")
+    cls = family(spec)
+    return cls(spec, taxonomy, options, cls.check(spec, taxonomy, options))
+
+
+def options_schema(spec: str) -> dict[str, dict[str, Any]]:
+    """{key: {"type", "default", "description"}} of the `--opt` keys `spec` accepts."""
+    return options_table(family(spec).Options)
+
+
+def allowed_options(spec: str) -> list[str]:
+    return option_keys(family(spec).Options)
 
 
 def uses_llm(spec: str) -> bool:

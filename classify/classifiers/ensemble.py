@@ -11,18 +11,36 @@ Label: argmax of the mean probability. Confidence (`--opt confidence=...`):
   mean                 mean probability alone
 Each prediction's extra holds `agreement` (that share), `members` (each member's label) and, for
 dimensions with groups, `group` / `group_confidence` (summed mean probability of the group).
+
+Other `--opt` keys go to the members that take them: LLM settings (`k` is the few-shot count)
+to LLM members only, the rest (C, char, ...) to the trained members whose options have the key;
+`backend` (the embedding backend) to every member that has it. A key no member takes is an
+error. Options inside a member's brackets are that member's alone.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
+from classify.classifiers.base import (
+    LLM_PREFIXES,
+    Classifier,
+    ModelOptions,
+    ModelSpecError,
+    Prediction,
+    family,
+    make_classifier,
+    validate_options,
+)
 from classify.classifiers.llm.settings import is_llm_option
-from classify.classifiers.base import LLM_PREFIXES, ModelOptions, ModelSpecError, Prediction, make_classifier, register
+from classify.classifiers.options import OptionsModel, normalize_keys, parse_options
 from classify.core.records import Record
-from classify.core.taxonomy import Taxonomy
+from classify.core.taxonomy import Dimension, Taxonomy
 
 # Chosen after looking at cross-validation results (docs/agreement.md says which and how).
 DEFAULT_MEMBERS = (
@@ -31,7 +49,14 @@ DEFAULT_MEMBERS = (
     "tfidf-embed[embed=false,tfidf=false,char=true]",
 )
 
+# Keys that mean the same for every member that has them (an LLM embeds few-shot candidates with it).
+SHARED_KEYS = frozenset({"backend"})
+
 _MEMBER_RE = re.compile(r"^(?P<spec>[^@\[\]]+?)(?:@(?P<encoder>[^\[\]]+))?(?:\[(?P<opts>[^\]]*)\])?$")
+
+
+class EnsembleOptions(OptionsModel):
+    confidence: Literal["agreement", "mean"] = "agreement"
 
 
 def parse_member(text: str) -> tuple[str, str | None, dict[str, Any]]:
@@ -47,65 +72,122 @@ def parse_member(text: str) -> tuple[str, str | None, dict[str, Any]]:
     return m.group("spec").strip(), m.group("encoder"), opts
 
 
+def member_texts(spec: str) -> list[str]:
+    if spec == "ensemble":
+        return list(DEFAULT_MEMBERS)
+    return [m for m in spec[len("ensemble:"):].split("+") if m.strip()]
+
+
 def llm_members(spec: str) -> list[str]:
     """The LLM member specs of an inline ensemble spec (empty for anything else).
 
     LLM flags given on the command line (--base-url, --strategy, --shots...) reach the LLM
-    members only; other shared options (--opt C=3, backend=...) reach the trained members only.
+    members only; other shared options (--opt C=3, char=true...) reach the trained members only.
     """
     if not spec.startswith("ensemble:"):
         return []
-    out = []
-    for text in spec[len("ensemble:"):].split("+"):
-        if text.strip():
-            mspec = parse_member(text)[0]
-            if mspec.startswith(LLM_PREFIXES):
-                out.append(mspec)
-    return out
+    return [mspec for mspec, _, _ in map(parse_member, member_texts(spec)) if mspec.startswith(LLM_PREFIXES)]
 
 
-class EnsembleClassifier:
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, members: list[str]):
-        if len(members) < 2:
-            raise ModelSpecError(f"{spec}: an ensemble needs at least two members")
-        self.spec = spec
-        self.taxonomy = taxonomy
-        self.options = options
-        self.confidence_mode = str(options.extra.get("confidence", "agreement"))
-        if self.confidence_mode not in ("agreement", "mean"):
-            raise ModelSpecError(f"{spec}: confidence must be 'agreement' or 'mean', got {self.confidence_mode!r}")
-        self.member_specs = members
-        self.members = []
-        for text in members:
-            mspec, encoder, opts = parse_member(text)
-            if mspec.startswith("ensemble"):
-                raise ModelSpecError(f"{spec}: ensembles do not nest ({text!r})")
-            # Shared options go where they mean something: LLM settings (--shots is `k`) to LLM
-            # members only, the rest (C, backend, k of embed-knn...) to the trained members only.
-            llm = mspec.startswith(LLM_PREFIXES)
-            extra = {k: v for k, v in options.extra.items() if k != "confidence" and is_llm_option(k) == llm}
-            mopts = replace(options, encoder=encoder or options.encoder, extra={**extra, **opts})
-            self.members.append(make_classifier(mspec, taxonomy, mopts))
+def member_plan(spec: str, options: ModelOptions) -> list[tuple[str, str, ModelOptions]]:
+    """(member text, member spec, member options) per member, shared options routed (module docstring)."""
+    texts = member_texts(spec)
+    if len(texts) < 2:
+        raise ModelSpecError(f"{spec}: an ensemble needs at least two members")
+    parsed = []
+    for text in texts:
+        mspec, encoder, opts = parse_member(text)
+        if mspec.startswith("ensemble"):
+            raise ModelSpecError(f"{spec}: ensembles do not nest ({text!r})")
+        parsed.append((text, mspec, encoder, opts, family(mspec).Options.model_fields))
+    def takes(i: int, name: str) -> bool:
+        _, mspec, _, _, accepted = parsed[i]
+        llm_only = is_llm_option(name) and name not in SHARED_KEYS
+        return name in accepted and (mspec.startswith(LLM_PREFIXES) or not llm_only)
 
-    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "EnsembleClassifier":
-        for m in self.members:
+    routed: list[dict[str, Any]] = [{} for _ in parsed]
+    for name, (key, value) in normalize_keys(options.extra).items():
+        if name == "confidence":
+            continue
+        takers = [i for i in range(len(parsed)) if takes(i, name)]
+        if not takers:
+            allowed = sorted({"confidence", *(k for i, p in enumerate(parsed) for k in p[4] if takes(i, k))})
+            own = [p[1] for p in parsed if name in p[4]]
+            hint = (f" ({key} is an LLM setting and no LLM member is here; give it to one member in "
+                    f"brackets, e.g. {own[0]}[{key}={value}])" if own else "")
+            raise ModelSpecError(f"{spec}: unknown option {key!r}{hint}; allowed: {', '.join(allowed)}")
+        for i in takers:
+            routed[i][key] = value
+    return [(text, mspec, replace(options, encoder=encoder or options.encoder, extra={**routed[i], **opts}))
+            for i, (text, mspec, encoder, opts, _) in enumerate(parsed)]
+
+
+def _sum_stats(stats: list[Any]) -> Any:
+    """Field-by-field sum of request statistics (dataclasses of numbers and lists)."""
+    total = copy.deepcopy(stats[0])
+    for s in stats[1:]:
+        for f in dataclasses.fields(s):
+            setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
+    return total
+
+
+class EnsembleClassifier(Classifier):
+    Options = EnsembleOptions
+
+    @classmethod
+    def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> Any:
+        own = {k: v for k, v in options.extra.items() if k == "confidence"}
+        params = parse_options(EnsembleOptions, spec, own)
+        for _, mspec, mopts in member_plan(spec, options):
+            validate_options(mspec, taxonomy, mopts)
+        return params
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
+        super().__init__(spec, taxonomy, options, params)
+        self.confidence_mode = params.confidence
+        plan = member_plan(spec, options)
+        self.member_specs = [text for text, _, _ in plan]
+        self._members: list[Classifier] = []
+        try:
+            for _, mspec, mopts in plan:
+                self._members.append(make_classifier(mspec, taxonomy, mopts))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def members(self) -> list[Classifier]:
+        return list(self._members)
+
+    @property
+    def stats(self) -> Any:
+        found = [m.stats for m in self._members if m.stats is not None]
+        return _sum_stats(found) if found else None
+
+    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
+        # Each member encodes with its own encoder; the progress bar counts every pass.
+        for m in self._members:
+            m.prepare(records, progress=progress)
+
+    def close(self) -> None:
+        for m in self._members:
+            m.close()
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> EnsembleClassifier:
+        for m in self._members:
             m.fit(records, labels)
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
-        outs = [m.predict(records) for m in self.members]
+        outs = [m.predict(records) for m in self._members]
         dims = [d for d in self.taxonomy.dimension_ids if all(d in o for o in outs)]
         result: dict[str, list[Prediction]] = {}
         for d in dims:
             dim = self.taxonomy.dimensions[d]
-            preds = []
-            for i in range(len(records)):
-                member_preds = [o[d][i] for o in outs]
-                preds.append(self._combine(member_preds, dim))
-            result[d] = preds
+            result[d] = [self._combine([o[d][i] for o in outs], dim) for i in range(len(records))]
         return result
 
-    def _combine(self, member_preds: list[Prediction], dim) -> Prediction:
+    def _combine(self, member_preds: list[Prediction], dim: Dimension) -> Prediction:
         n = len(member_preds)
         mean: dict[str, float] = {}
         for p in member_preds:
@@ -115,7 +197,7 @@ class EnsembleClassifier:
                 mean[c] = mean.get(c, 0.0) + float(v) / n
         if not mean:
             return Prediction(label=None, confidence=None, status="invalid", raw="no member gave a label")
-        label = max(mean, key=mean.get)
+        label = max(mean, key=lambda c: mean[c])
         agreement = sum(1 for p in member_preds if p.label == label) / n
         conf = mean[label] * agreement if self.confidence_mode == "agreement" else mean[label]
         extra: dict[str, Any] = {"agreement": agreement, "members": [p.label for p in member_preds]}
@@ -129,16 +211,5 @@ class EnsembleClassifier:
         return {
             "model": self.spec,
             "confidence": self.confidence_mode,
-            "members": [{"member": t, **m.provenance()} for t, m in zip(self.member_specs, self.members)],
+            "members": [{"member": t, **m.provenance()} for t, m in zip(self.member_specs, self._members)],
         }
-
-
-@register("ensemble")
-def _default(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> EnsembleClassifier:
-    return EnsembleClassifier(spec, taxonomy, options, list(DEFAULT_MEMBERS))
-
-
-@register("ensemble:")
-def _inline(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> EnsembleClassifier:
-    members = [m for m in spec[len("ensemble:"):].split("+") if m.strip()]
-    return EnsembleClassifier(spec, taxonomy, options, members)

@@ -9,7 +9,7 @@ Specs:
                      contrastively fine-tuned on the training records (classify.encoders.finetune).
   hier-finetune      finetune with the hierarchical head.
 
-Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys:
+Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys (FeatureOptions):
   C=10               inverse regularisation of the logistic regressions
   tfidf=true         add TF-IDF word 1-2 grams (fit on the training texts of each fit call)
   codebook=true      add one pseudo-example per category (name, definition, include cues):
@@ -18,7 +18,7 @@ Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys
   embed=true         add the sentence embeddings
   char=false         add TF-IDF character 2-5 grams
   backend=torch      encoder backend for the frozen specs (torch, onnx, onnx-int8, model2vec)
-  ft_*               fine-tuning settings, see FineTuneConfig (ft_epochs, ft_top_layers, ...)
+  ft_*               fine-tuning settings of the finetune specs, see FineTuneConfig (ft_epochs, ...)
 
 Hierarchical predictions carry `extra["group"]`, `extra["group_confidence"]` and
 `extra["group_proba"]`; the category label always lies within the predicted group.
@@ -26,47 +26,65 @@ Hierarchical predictions carry `extra["group"]`, `extra["group_confidence"]` and
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field, create_model, model_validator
 from scipy import sparse
+from sklearn.dummy import DummyClassifier
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import FeatureUnion
+from sklearn.preprocessing import FunctionTransformer
 
-from classify.classifiers.baselines import record_texts
-from classify.encoders.encoder import Encoder
-from classify.classifiers.base import ModelOptions, Prediction, register
+from classify.classifiers.base import Classifier, ModelOptions, Prediction, SharedPool, predictions_from_proba
+from classify.classifiers.baselines import DEFAULT_C, record_texts, text_kind
+from classify.classifiers.options import EncoderOptions, InverseRegularisation, OptionsModel
 from classify.core.records import Record
 from classify.core.taxonomy import Dimension, Taxonomy
+from classify.encoders.encoder import Encoder
+from classify.encoders.finetune import FineTuneConfig
 
 
-def _flag(extra: dict, key: str, default: bool) -> bool:
-    v = extra.get(key, default)
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on")
-    return bool(v)
+def _flag(description: str) -> Any:
+    return Field(description=description)
 
 
-class _Constant:
-    """Stands in when the training data holds a single class."""
+class FeatureOptions(OptionsModel):
+    C: InverseRegularisation = DEFAULT_C
+    tfidf: Annotated[bool, _flag("TF-IDF word 1-2 grams")] = True
+    codebook: Annotated[bool, _flag("one pseudo-example per category from the codebook")] = True
+    embed: Annotated[bool, _flag("sentence embeddings")] = True
+    char: Annotated[bool, _flag("TF-IDF character 2-5 grams")] = False
 
-    def __init__(self, label: str):
-        self.classes_ = np.array([label])
+    @model_validator(mode="after")
+    def _some_features(self) -> FeatureOptions:
+        if not (self.tfidf or self.embed or self.char):
+            raise ValueError("tfidf, char and embed are all off; no features left")
+        return self
 
-    def predict_proba(self, X):
-        return np.ones((X.shape[0], 1))
+
+class FrozenFeatureOptions(FeatureOptions, EncoderOptions):
+    pass
 
 
-def _fit_lr(X, y: np.ndarray, C: float, seed: int, sample_weight=None):
-    if len(set(y)) == 1:
-        return _Constant(str(y[0]))
+# FineTuneConfig's fields as ft_<name> keys (seed excluded: it is the run's --seed).
+_FT_FIELDS: dict[str, Any] = {f"ft_{k}": (f.annotation, f) for k, f in FineTuneConfig.model_fields.items()
+                              if k != "seed"}
+FineTuneOptions = create_model("FineTuneOptions", __base__=FeatureOptions, **_FT_FIELDS)
+
+
+def _fit_lr(X: Any, y: np.ndarray, C: float, seed: int, sample_weight: np.ndarray | None = None) -> Any:
+    if len(set(y)) == 1:  # LogisticRegression refuses one class; the prior gives it probability 1
+        return DummyClassifier(strategy="prior").fit(X, y)
     # Balanced weights: a class with 3 items counts as much as one with 100 in the loss.
     return LogisticRegression(C=C, class_weight="balanced", max_iter=5000, random_state=seed).fit(
         X, y, sample_weight=sample_weight
     )
 
 
-def _proba(est, X) -> tuple[list[str], np.ndarray]:
+def _proba(est: Any, X: Any) -> tuple[list[str], np.ndarray]:
     return [str(c) for c in est.classes_], est.predict_proba(X)
 
 
@@ -79,17 +97,12 @@ class FlatHead:
     def __init__(self, C: float, seed: int):
         self.C, self.seed = C, seed
 
-    def fit(self, X, y: np.ndarray, w=None) -> "FlatHead":
+    def fit(self, X: Any, y: np.ndarray, w: np.ndarray | None = None) -> FlatHead:
         self.est = _fit_lr(X, y, self.C, self.seed, w)
         return self
 
-    def predict(self, X) -> list[Prediction]:
-        classes, P = _proba(self.est, X)
-        best = P.argmax(axis=1)
-        return [
-            Prediction(label=classes[b], confidence=float(p[b]), proba={c: float(v) for c, v in zip(classes, p)})
-            for b, p in zip(best, P)
-        ]
+    def predict(self, X: Any) -> list[Prediction]:
+        return predictions_from_proba(*_proba(self.est, X))
 
 
 class HierarchicalHead:
@@ -102,7 +115,7 @@ class HierarchicalHead:
     def __init__(self, dim: Dimension, C: float, seed: int):
         self.dim, self.C, self.seed = dim, C, seed
 
-    def fit(self, X, y: np.ndarray, w=None) -> "HierarchicalHead":
+    def fit(self, X: Any, y: np.ndarray, w: np.ndarray | None = None) -> HierarchicalHead:
         groups = np.array([self.dim.group_of(v) for v in y])
         self.group_est = _fit_lr(X, groups, self.C, self.seed, w)
         self.within: dict[str, Any] = {}
@@ -111,7 +124,7 @@ class HierarchicalHead:
             self.within[g] = _fit_lr(X[np.flatnonzero(m)], y[m], self.C, self.seed, None if w is None else w[m])
         return self
 
-    def predict(self, X) -> list[Prediction]:
+    def predict(self, X: Any) -> list[Prediction]:
         gclasses, PG = _proba(self.group_est, X)
         within = {g: _proba(self.within[g], X) for g in gclasses}
         out = []
@@ -139,28 +152,20 @@ class HierarchicalHead:
         return out
 
 
-class FeatureClassifier:
+class FeatureClassifier(Classifier):
     """TF-IDF + dense embeddings -> one head per dimension. Subclasses supply the embedding."""
 
-    family = "tfidf-embed"
+    Options = FeatureOptions
+    hierarchical = False
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, hierarchical: bool):
-        self.spec = spec
-        self.taxonomy = taxonomy
-        self.options = options
-        self.hierarchical = hierarchical
-        ex = options.extra
-        self.C = float(ex.get("C", 10.0))
-        self.use_tfidf = _flag(ex, "tfidf", True)
-        self.use_codebook = _flag(ex, "codebook", True)
-        self.use_embed = _flag(ex, "embed", True)
-        self.use_char = _flag(ex, "char", False)
-        if not (self.use_tfidf or self.use_embed or self.use_char):
-            raise ValueError(f"{spec}: tfidf, char and embed are all off; no features left")
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
+        super().__init__(spec, taxonomy, options, params)
+        self.C = params.C
+        self.use_tfidf, self.use_codebook = params.tfidf, params.codebook
+        self.use_embed, self.use_char = params.embed, params.char
         self.heads: dict[str, Any] = {}
         self.n_train_: dict[str, int] = {}
-        self.vectorizer: TfidfVectorizer | None = None
-        self.char_vectorizer: TfidfVectorizer | None = None
+        self.features: FeatureUnion | None = None
 
     # -- embedding: subclasses override -------------------------------------------------------
     def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
@@ -173,32 +178,39 @@ class FeatureClassifier:
         return {}
 
     # -- features -----------------------------------------------------------------------------
-    def _features(self, texts: list[str]):
-        parts = []
-        if self.vectorizer is not None:
-            parts.append(self.vectorizer.transform(texts))
-        if self.char_vectorizer is not None:
-            parts.append(self.char_vectorizer.transform(texts))
+    def _feature_union(self) -> FeatureUnion:
+        """Word and character TF-IDF (fit on the training texts) beside the embeddings, side by side."""
+        parts: list[tuple[str, Any]] = []
+        if self.use_tfidf:
+            # min_df=2: a token seen in one training report is noise for a linear model this small.
+            parts.append(("tfidf", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000)))
+        if self.use_char:
+            # Character n-grams catch error identifiers (ptxas, libcudart.so.12, sm_90a) word tokens split.
+            parts.append(("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2,
+                                                  sublinear_tf=True, max_features=100000)))
         if self.use_embed:
-            parts.append(sparse.csr_matrix(self.embed_texts(texts)))
-        return sparse.hstack(parts).tocsr()
+            # Stateless: the embedder is fitted (or frozen) before the union is.
+            parts.append(("embed", FunctionTransformer(self.embed_texts, validate=False, accept_sparse=True)))
+        return FeatureUnion(parts)
 
-    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "FeatureClassifier":
+    def _features(self, texts: list[str]) -> sparse.csr_matrix:
+        assert self.features is not None
+        return sparse.csr_matrix(self.features.transform(texts))
+
+    @property
+    def vectorizer(self) -> TfidfVectorizer | None:
+        """The fitted word TF-IDF vectorizer (None when tfidf is off or before fit)."""
+        return self.features.named_transformers.get("tfidf") if self.features is not None else None
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> FeatureClassifier:
         texts = record_texts(records, self.options.include_discussion)
         dims = [d for d in self.taxonomy.dimension_ids if labels.get(d) is not None]
         for d in dims:
             if all(v is None for v in labels[d]):
                 raise ValueError(f"no training labels for dimension {d!r}")
         self.fit_embedder(texts, {d: labels[d] for d in dims})
-        if self.use_tfidf:
-            # min_df=2: a token seen in one training report is noise for a linear model this small.
-            self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000)
-            self.vectorizer.fit(texts)
-        if self.use_char:
-            # Character n-grams catch error identifiers (ptxas, libcudart.so.12, sm_90a) word tokens split.
-            self.char_vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2,
-                                                   sublinear_tf=True, max_features=100000)
-            self.char_vectorizer.fit(texts)
+        self.features = self._feature_union()
+        self.features.fit(texts)
         X = self._features(texts)
         for d in dims:
             dim = self.taxonomy.dimensions[d]
@@ -212,7 +224,7 @@ class FeatureClassifier:
                 y = np.concatenate([y, [c for _, c in cb]])
                 w = np.concatenate([w, np.ones(len(cb))])
             if self.hierarchical and dim.groups:
-                head = HierarchicalHead(dim, self.C, self.options.seed)
+                head: Any = HierarchicalHead(dim, self.C, self.options.seed)
             else:
                 head = FlatHead(self.C, self.options.seed)
             self.heads[d] = head.fit(Xd, y, w)
@@ -230,7 +242,7 @@ class FeatureClassifier:
     def provenance(self) -> dict[str, Any]:
         return {
             "model": self.spec,
-            "text": "title+body+discussion" if self.options.include_discussion else "title+body",
+            "text": text_kind(self.options),
             "features": "+".join(f for f, on in (("tfidf-word-1-2", self.use_tfidf), ("tfidf-char-2-5", self.use_char),
                                                  ("embedding", self.use_embed)) if on),
             "codebook_examples": self.use_codebook,
@@ -241,57 +253,83 @@ class FeatureClassifier:
         }
 
 
-class FrozenEmbedClassifier(FeatureClassifier):
-    def __init__(self, spec, taxonomy, options, hierarchical):
-        super().__init__(spec, taxonomy, options, hierarchical)
-        self.encoder = Encoder(
-            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress,
-            backend=options.extra.get("backend", "torch"),
-        )
+class TfidfEmbed(FeatureClassifier):
+    """Frozen sentence embeddings (cached on disk) beside the TF-IDF features."""
 
-    def embed_texts(self, texts):
+    Options = FrozenFeatureOptions
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
+        super().__init__(spec, taxonomy, options, params)
+        self.encoder = Encoder(options.encoder, batch_size=options.batch_size, show_progress=options.show_progress,
+                               backend=params.backend)
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
         return self.encoder.encode(texts)
 
-    def embedder_provenance(self):
+    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
+        """Encode (and cache) every record in one length-sorted pass before a bulk run."""
+        if self.use_embed:
+            for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
+                self.encoder.encode(record_texts(records[i : i + 20_000], self.options.include_discussion),
+                                    progress=progress)
+
+    def embedder_provenance(self) -> dict[str, Any]:
         return {"encoder": self.encoder.model_key} if self.use_embed else {}
 
+    def close(self) -> None:
+        self.encoder.close()
 
-class FineTunedClassifier(FeatureClassifier):
-    def __init__(self, spec, taxonomy, options, hierarchical):
-        super().__init__(spec, taxonomy, options, hierarchical)
-        from classify.encoders.finetune import FineTuneConfig
 
-        self.ft_config = FineTuneConfig.from_extra(options.extra)
-        self.ft_config.seed = options.seed
-        self.ft = None
+class HierTfidfEmbed(TfidfEmbed):
+    hierarchical = True
 
-    def fit_embedder(self, texts, labels):
-        from classify.encoders.finetune import FineTunedEncoder, lower_states
 
-        lower = lower_states(self.options.encoder, self.ft_config.top_layers, self.ft_config.max_seq_length)
-        self.ft = FineTunedEncoder(lower, self.ft_config).fit(texts, labels)
+# Frozen lower-layer states depend on the text only, so the folds of a cross-validation share them.
+LOWER_STATES: SharedPool[Any] = SharedPool(keep_idle=1)
 
-    def embed_texts(self, texts):
+
+class FineTune(FeatureClassifier):
+    """Embeddings from an encoder whose top layers are fine-tuned on each fit's training records."""
+
+    Options = FineTuneOptions
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
+        super().__init__(spec, taxonomy, options, params)
+        ft = {k[len("ft_"):]: v for k, v in params.model_dump().items() if k.startswith("ft_")}
+        self.ft_config = FineTuneConfig(**ft, seed=options.seed)
+        self.ft: Any = None
+        self._lower_key: tuple | None = None
+
+    def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
+        from classify.encoders.finetune import FineTunedEncoder, LowerStates
+
+        cfg = self.ft_config
+        self._release_lower()
+        key = self._lower_key = (self.options.encoder, cfg.top_layers, cfg.max_seq_length)
+        lower = LOWER_STATES.acquire(key, lambda: LowerStates(*key))
+        self.ft = FineTunedEncoder(lower, cfg).fit(texts, labels)
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
         return self.ft.encode(texts)
 
-    def embedder_provenance(self):
-        from dataclasses import asdict
-
+    def embedder_provenance(self) -> dict[str, Any]:
         return {
             "encoder": self.ft.lower.model_key if self.ft else None,
-            "finetune": {**asdict(self.ft_config), "steps": self.ft.log.steps if self.ft else 0,
+            "finetune": {**self.ft_config.model_dump(), "steps": self.ft.log.steps if self.ft else 0,
                          "seconds": round(self.ft.log.seconds, 1) if self.ft else None},
         }
 
+    def _release_lower(self) -> None:
+        if self._lower_key is not None:
+            LOWER_STATES.release(self._lower_key)
+            self._lower_key = None
 
-def _factory(cls, hierarchical: bool) -> Callable[[str, Taxonomy, ModelOptions], FeatureClassifier]:
-    def make(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> FeatureClassifier:
-        return cls(spec, taxonomy, options, hierarchical)
+    def close(self) -> None:
+        # The fitted layers stay (predict still works); the pool may free the frozen states once
+        # no classifier holds them.
+        self._release_lower()
 
-    return make
 
+class HierFineTune(FineTune):
+    hierarchical = True
 
-register("tfidf-embed")(_factory(FrozenEmbedClassifier, False))
-register("hier-tfidf-embed")(_factory(FrozenEmbedClassifier, True))
-register("finetune")(_factory(FineTunedClassifier, False))
-register("hier-finetune")(_factory(FineTunedClassifier, True))

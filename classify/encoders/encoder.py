@@ -147,6 +147,7 @@ class Encoder:
         self.show_progress = show_progress
         self.use_cache = use_cache
         self._cache = cache
+        self._own_cache = cache is None  # close() closes only a cache this encoder opened
         self._model = None
         self.n_encoded = 0  # texts that went through the model (cache misses), for tests and logs
 
@@ -155,6 +156,13 @@ class Encoder:
         if self._cache is None:
             self._cache = EmbeddingCache()
         return self._cache
+
+    def close(self) -> None:
+        """Drop the loaded model and close the cache connection it opened; both come back on the next encode."""
+        if self._cache is not None and self._own_cache:
+            self._cache.close()
+            self._cache = None
+        self._model = None
 
     def model(self):
         if self._model is None:

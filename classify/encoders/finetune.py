@@ -20,10 +20,12 @@ import copy
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from classify.core.hashing import text_hash
 from classify.encoders.encoder import resolve_encoder
@@ -31,25 +33,21 @@ from classify.encoders.encoder import resolve_encoder
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class FineTuneConfig:
-    top_layers: int = 1  # transformer layers trained; the ones below stay frozen (and cached)
-    epochs: int = 3
-    batch_size: int = 16
-    lr: float = 1e-4
-    temperature: float = 0.1
-    max_seq_length: int = 256
-    seed: int = 0
-    threads: int | None = None  # torch threads; None keeps torch's default
+class FineTuneConfig(BaseModel):
+    """Fine-tuning settings; specs `finetune` / `hier-finetune` take each as `--opt ft_<name>=...`."""
 
-    @classmethod
-    def from_extra(cls, extra: dict) -> "FineTuneConfig":
-        cfg = cls()
-        for k in asdict(cfg):
-            key = f"ft_{k}"
-            if key in extra:
-                setattr(cfg, k, type(getattr(cfg, k) if getattr(cfg, k) is not None else 0)(extra[key]))
-        return cfg
+    model_config = ConfigDict(extra="forbid")
+
+    top_layers: Annotated[int, Field(ge=1, description="transformer layers trained; the ones below stay "
+                                                       "frozen (and cached)")] = 1
+    epochs: Annotated[int, Field(ge=1, description="passes over the training records")] = 3
+    # At least 2: every batch is built from same-label pairs.
+    batch_size: Annotated[int, Field(ge=2, description="records per contrastive batch")] = 16
+    lr: Annotated[float, Field(gt=0, description="AdamW learning rate")] = 1e-4
+    temperature: Annotated[float, Field(gt=0, description="supervised contrastive loss temperature")] = 0.1
+    max_seq_length: Annotated[int, Field(ge=8, description="tokens per text (longer texts are cut)")] = 256
+    seed: int = 0  # the run's --seed; not an option of its own
+    threads: Annotated[int | None, Field(ge=1, description="torch threads (default: torch's own)")] = None
 
 
 class LowerStates:
@@ -259,14 +257,3 @@ class FineTunedEncoder:
                 h, mask = _pad(states[s : s + batch_size])
                 out.append(_forward_top(self.layers, self.lower.bert.config, h, mask).numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
-
-
-_LOWER: dict[tuple, LowerStates] = {}
-
-
-def lower_states(encoder: str | None, top_layers: int, max_seq_length: int) -> LowerStates:
-    """One LowerStates per (encoder, split point) per process, so folds share the frozen cache."""
-    key = (encoder, top_layers, max_seq_length)
-    if key not in _LOWER:
-        _LOWER[key] = LowerStates(encoder, top_layers, max_seq_length)
-    return _LOWER[key]

@@ -298,7 +298,7 @@ def run_learning_curve(
 ) -> Path:
     """`classify learning-curve`: the curve, the gold-size estimates for `targets` (`dim=kappa`
     strings or a dict; default the coders' kappa per dimension), written to a run folder (returned)."""
-    from classify.classifiers.base import make_classifier, uses_llm
+    from classify.classifiers.base import uses_llm, validate_options
     from classify.core.goldfile import load_task
     from classify.evaluation.agreement import dims_with_groups
 
@@ -309,7 +309,7 @@ def run_learning_curve(
     fr = parse_fractions(fractions) if isinstance(fractions, str) else sorted(set(fractions))
     tax, g = load_task("labels", taxonomy, gold)
     options = options or ModelOptions(seed=seed)
-    make_classifier(model, tax, options)  # a bad spec or option fails before any training
+    validate_options(model, tax, options)  # a bad spec or option fails before any training
     names = [name for name, _, _ in dims_with_groups(g)]  # the names metrics and curves use
     wanted: dict[str, float] = {}
     for t in (targets.items() if isinstance(targets, dict) else [tuple(x.partition("=")[::2]) for x in targets or []]):

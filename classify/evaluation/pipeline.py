@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from classify.classifiers.base import ModelOptions, make_classifier
+from classify.classifiers.base import ModelOptions, make_classifier, validate_options
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_task
@@ -63,7 +63,7 @@ def run_eval(
         load_run_metrics(compare)  # fail before spending minutes on the evaluation
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
-    make_classifier(model, tax, options)  # a bad spec or option fails here, before any training
+    validate_options(model, tax, options)  # a bad spec or option fails here, before any training
     if test is not None:
         res = evaluate_on_test(model, g, load_task(task, taxonomy, test)[1], options)
     else:

@@ -107,9 +107,9 @@ def label_file(
         prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
     summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=progress.labeled,
                             screen=screen_fn, prepare_progress=progress.encoded,
-                            screen_prepare=getattr(screen_clf, "prepare", None) if screen_clf is not None else None)
+                            screen_prepare=screen_clf.prepare if screen_clf is not None else None)
     summary.seconds = time.perf_counter() - t0
-    summary.model_stats = getattr(clf, "stats", None)
+    summary.model_stats = clf.stats
     return summary
 
 

@@ -126,7 +126,7 @@ def label_records(
     with part.open("a", encoding="utf-8") as f:
         for bstart in range(0, len(todo), block):
             todo_block = todo[bstart : bstart + block]
-            prepare = getattr(clf, "prepare", None) if screen is None else screen_prepare
+            prepare = clf.prepare if screen is None else screen_prepare
             if prepare is not None:
                 prepare(todo_block, progress=prepare_progress)
             for start in range(0, len(todo_block), chunk_size):

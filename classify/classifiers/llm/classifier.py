@@ -11,23 +11,24 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from classify.classifiers.base import Classifier, ModelOptions, ModelSpecError, Prediction, SharedPool
 from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
 from classify.classifiers.llm.cache import LLMStore
 from classify.classifiers.llm.client import ChatClient, ClientStats, RequestFailed
 from classify.classifiers.llm.endpoint import Endpoint, make_endpoint
 from classify.classifiers.llm.prompts import Example, PromptSet
 from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
-from classify.classifiers.llm.settings import LLMSettings, parse_settings
-from classify.classifiers.base import ModelOptions, ModelSpecError, Prediction, register
+from classify.classifiers.llm.settings import LLMSettings
 from classify.core.paths import cache_dir
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
 
-
-_ENCODERS: dict[tuple, Any] = {}
+# One loaded encoder for few-shot selection serves every fold of a cross-validation.
+FEWSHOT_ENCODERS: SharedPool[Any] = SharedPool(keep_idle=1)
 
 
 @dataclass
@@ -40,22 +41,38 @@ class Plan:
     params: list[dict[str, Any]] = field(default_factory=list)  # one per sample
 
 
-class LLMClassifier:
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, store: LLMStore | None = None):
-        self.spec = spec
-        self.taxonomy = taxonomy
-        self.options = options
-        self.settings: LLMSettings = parse_settings(options.extra)
+def _local_model(spec: str):
+    """The GGUF file behind a `local:` spec; ModelSpecError if there is none."""
+    try:
+        return resolve_local_model(spec.partition(":")[2] or DEFAULT_LOCAL)
+    except LocalServerError as e:
+        raise ModelSpecError(str(e)) from None
+
+
+class LLMClassifier(Classifier):
+    Options = LLMSettings
+
+    @classmethod
+    def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMSettings:
+        settings = super().check(spec, taxonomy, options)
+        family, _, name = spec.partition(":")
+        if family == "local":
+            _local_model(spec)
+        elif not name:
+            raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
+        return settings
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: LLMSettings,
+                 store: LLMStore | None = None):
+        super().__init__(spec, taxonomy, options, params)
+        self.settings: LLMSettings = params
         s = self.settings
         family, _, name = spec.partition(":")
         self.family = family
         self.model_path = None
         if family == "local":
             name = name or DEFAULT_LOCAL
-            try:
-                self.model_path = resolve_local_model(name)
-            except LocalServerError as e:
-                raise ModelSpecError(str(e)) from None
+            self.model_path = _local_model(spec)
             alias = self.model_path.stem if name.lower().endswith(".gguf") else name
             self.endpoint: Endpoint = make_endpoint(
                 alias, base_url=None, dialect=s.dialect or "llama-cpp", structured=s.structured,
@@ -79,23 +96,25 @@ class LLMClassifier:
         self.selector = None
         self.encoder_key: str | None = None
         self.n_train: dict[str, int] = {}
-        self.stats = ClientStats()  # summed over predict() calls
+        self._stats = ClientStats()  # summed over predict() calls
+        self._encoder_key: tuple | None = None  # the FEWSHOT_ENCODERS entry this classifier holds
         self.fitted = False
 
     # -- interface ---------------------------------------------------------------------------
 
-    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> "LLMClassifier":
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> LLMClassifier:
         self.n_train = {d: sum(1 for y in labels.get(d, []) if y is not None) for d in self.taxonomy.dimension_ids}
         if self.settings.strategy == "few-shot":
-            from classify.encoders.encoder import Encoder
             from classify.classifiers.llm.fewshot import ExampleSelector
+            from classify.encoders.encoder import Encoder
 
             key = (self.options.encoder, self.options.batch_size, self.options.show_progress, self.settings.backend,
                    str(cache_dir()), threading.get_ident())
-            enc = _ENCODERS.get(key)
-            if enc is None:  # one loaded encoder for all folds of a cross-validation
-                enc = _ENCODERS[key] = Encoder(self.options.encoder, batch_size=self.options.batch_size,
-                                               show_progress=self.options.show_progress, backend=self.settings.backend)
+            self._release_encoder()
+            enc = FEWSHOT_ENCODERS.acquire(key, lambda: Encoder(
+                self.options.encoder, batch_size=self.options.batch_size, show_progress=self.options.show_progress,
+                backend=self.settings.backend))
+            self._encoder_key = key
             self.selector = ExampleSelector(records, labels, self.taxonomy.dimension_ids, enc,
                                             self.options.include_discussion,
                                             require_complete=not self.settings.allow_null)
@@ -103,7 +122,7 @@ class LLMClassifier:
         self.fitted = True
         return self
 
-    def prepare(self, records: list[Record], progress=None) -> None:
+    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
         if self.selector is not None and records:
             self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
@@ -189,10 +208,14 @@ class LLMClassifier:
             finally:
                 self._add_stats(client.stats)
 
+    @property
+    def stats(self) -> ClientStats:
+        return self._stats
+
     def _add_stats(self, st: ClientStats) -> None:
         for k, v in st.as_dict().items():
-            cur = getattr(self.stats, k)
-            setattr(self.stats, k, cur + v)
+            cur = getattr(self._stats, k)
+            setattr(self._stats, k, cur + v)
 
     async def _label_one(self, client: ChatClient, plan: Plan) -> dict[str, Prediction]:
         samples: list[tuple[Answer | None, str | None, list | None, str | None]] = []
@@ -249,6 +272,12 @@ class LLMClassifier:
         if self._store is not None:
             self._store.close()
             self._store = None
+        self._release_encoder()
+
+    def _release_encoder(self) -> None:
+        if self._encoder_key is not None:
+            FEWSHOT_ENCODERS.release(self._encoder_key)
+            self._encoder_key = None
 
 
 def _run(coro):
@@ -271,13 +300,3 @@ def _run(coro):
     if "e" in box:
         raise box["e"]
     return box["v"]
-
-
-@register("openai:")
-def _openai(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMClassifier:
-    return LLMClassifier(spec, taxonomy, options)
-
-
-@register("local:")
-def _local(spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMClassifier:
-    return LLMClassifier(spec, taxonomy, options)

@@ -92,7 +92,9 @@ def dry_run_estimates(clf, gold, records: list[Record]) -> list[str]:
     """Fit the LLM parts of `clf` on gold (few-shot pools) and estimate labeling `records`, one
     printable estimate per LLM. An ensemble sends requests through its LLM members only, and only
     they are fitted: its trained members would encode and train for nothing."""
-    parts = [clf] if hasattr(clf, "plan") else [m for m in getattr(clf, "members", []) if hasattr(m, "plan")]
+    from classify.classifiers.llm.classifier import LLMClassifier
+
+    parts = [c for c in [clf, *clf.members] if isinstance(c, LLMClassifier)]
     out = []
     for c in parts:
         c.fit(gold.records, gold.labels)

@@ -1,27 +1,38 @@
 """LLM options, read from ModelOptions.extra (CLI: `--opt key=value`) and validated up front.
 
 Unknown keys are an error, so a typo (`--opt temprature=0.5`) does not silently do nothing.
+Keys may use `-` for `_` (`base-url`, `max-tokens`).
 """
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import Field, field_validator
+
+from classify.classifiers.options import Backend, ModelSpecError, OptionsModel, parse_options
 from classify.core.paths import PROMPTS_DIR
 
-STRATEGIES = ("zero-shot", "few-shot")
-LAYOUTS = ("cache-friendly", "naive")
 
-
-class SettingsError(ClassifyError, ValueError):
+class SettingsError(ModelSpecError):
     pass
 
 
-@dataclass
-class LLMSettings:
+def _at_least(n: int, description: str) -> Any:
+    return Field(ge=n, description=description)
+
+
+def _resolve_prompts(p: str) -> Path:
+    path = Path(p)
+    if not path.is_absolute() and not path.exists() and (PROMPTS_DIR / path).exists():
+        path = PROMPTS_DIR / path  # a bare set name: prompts/<name>
+    return path
+
+
+class LLMSettings(OptionsModel):
+    kind: ClassVar[str] = "LLM "
+
     # endpoint (see endpoint.py); None = the dialect's default
     base_url: str | None = None
     api_key_env: str | None = None
@@ -29,33 +40,41 @@ class LLMSettings:
     structured: str | None = None
     fold_system: bool | None = None
     logprobs: bool | None = None
-    timeout: float | None = None  # seconds per request; default 120, 600 for local servers
+    timeout: Annotated[float | None, Field(gt=0, description="seconds per request; default 120, 600 for local "
+                                                            "servers")] = None
     # prompting
-    strategy: str = "zero-shot"
-    k: int = 4  # few-shot examples per issue
+    strategy: Literal["zero-shot", "few-shot"] = "zero-shot"
+    k: Annotated[int, _at_least(1, "few-shot examples per issue")] = 4
     rationale: bool = False  # ask for a short rationale before the labels
     allow_null: bool = False  # let the model answer null ("cannot tell") for a dimension
-    layout: str = "cache-friendly"  # "naive" puts the issue first (benchmark contrast only)
+    layout: Literal["cache-friendly", "naive"] = "cache-friendly"  # "naive" puts the issue first (benchmark contrast only)
     prompts: str = str(PROMPTS_DIR / "llm")  # template set folder
-    max_chars: int = 6000  # issue text budget (title + body + discussion), characters
-    example_chars: int = 1200  # per few-shot example
+    max_chars: Annotated[int, _at_least(200, "issue text budget (title + body + discussion), characters")] = 6000
+    example_chars: Annotated[int, _at_least(100, "characters per few-shot example")] = 1200
     # sampling
-    samples: int = 1  # >1: self-consistency, confidence = vote share
+    samples: Annotated[int, _at_least(1, ">1: self-consistency, confidence = vote share")] = 1
     temperature: float | None = None  # default 0, or 0.7 when samples > 1
     max_tokens: int | None = None  # default 96, 320 with a rationale
     # robustness and cost
-    concurrency: int | None = None  # default 4; 2 for local servers (they answer one request at a time)
-    max_retries: int = 6  # transport retries per request (429, 5xx, timeouts, connection)
-    repair_retries: int = 2  # re-asks with the validation error fed back, per sample
+    concurrency: Annotated[int | None, _at_least(1, "requests in flight; default 4, 2 for local servers")] = None
+    max_retries: Annotated[int, _at_least(0, "transport retries per request (429, 5xx, timeouts)")] = 6
+    repair_retries: Annotated[int, _at_least(0, "re-asks with the validation error fed back, per sample")] = 2
     cache: bool = True  # read answers from the response cache (always written)
     price_in: float | None = None  # USD per 1M prompt tokens, for the dry-run estimate
     price_out: float | None = None  # USD per 1M completion tokens
     # local server
-    n_ctx: int = 8192
+    n_ctx: Annotated[int, _at_least(512, "local server context size, tokens")] = 8192
     n_threads: int | None = None
     # accepted so a CLI may pass them for any model; used elsewhere
-    backend: str = "torch"  # embedding backend for few-shot selection
+    backend: Backend = "torch"  # embedding backend for few-shot selection
     dry_run: bool = False
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts_exist(cls, v: str) -> str:
+        if not _resolve_prompts(v).is_dir():
+            raise ValueError(f"template folder {_resolve_prompts(v)} not found")
+        return v
 
     @property
     def eff_temperature(self) -> float:
@@ -71,74 +90,18 @@ class LLMSettings:
 
     @property
     def prompts_dir(self) -> Path:
-        p = Path(self.prompts)
-        if not p.is_absolute() and not p.exists() and (PROMPTS_DIR / p).exists():
-            p = PROMPTS_DIR / p  # a bare set name: prompts/<name>
-        return p
-
-
-def _as_bool(key: str, v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, (int, float)) and v in (0, 1):
-        return bool(v)
-    if isinstance(v, str) and v.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-        return v.lower() in ("true", "yes", "on", "1")
-    raise SettingsError(f"option {key}: expected true/false, got {v!r}")
-
-
-def _as_num(key: str, v: Any, typ) -> Any:
-    try:
-        out = typ(v)
-    except (TypeError, ValueError):
-        raise SettingsError(f"option {key}: expected a number, got {v!r}") from None
-    if typ is int and isinstance(v, float) and v != int(v):
-        raise SettingsError(f"option {key}: expected a whole number, got {v!r}")
-    return out
-
-
-_ALIASES = {"base-url": "base_url", "api-key-env": "api_key_env", "fold-system": "fold_system",
-            "max-retries": "max_retries", "max-tokens": "max_tokens", "repair-retries": "repair_retries"}
+        return _resolve_prompts(self.prompts)
 
 
 def is_llm_option(key: str) -> bool:
     """Whether `key` names an LLM setting (ensembles route such keys to their LLM members only)."""
-    return _ALIASES.get(key, key).replace("-", "_") in {f.name for f in fields(LLMSettings)}
+    return key.strip().replace("-", "_") in LLMSettings.model_fields
 
 
-def parse_settings(extra: dict[str, Any]) -> LLMSettings:
-    known = {f.name: f for f in fields(LLMSettings)}
-    kwargs: dict[str, Any] = {}
-    for key, v in (extra or {}).items():
-        name = _ALIASES.get(key, key).replace("-", "_")
-        if name not in known:
-            raise SettingsError(f"unknown LLM option {key!r}; known: {', '.join(sorted(known))}")
-        if v is None:
-            continue
-        typ = known[name].type
-        if "bool" in str(typ):
-            v = _as_bool(key, v)
-        elif "int" in str(typ):
-            v = _as_num(key, v, int)
-        elif "float" in str(typ):
-            v = _as_num(key, v, float)
-        else:
-            v = str(v)
-        kwargs[name] = v
-    s = LLMSettings(**kwargs)
-    if s.strategy not in STRATEGIES:
-        raise SettingsError(f"option strategy: {s.strategy!r} is not one of {', '.join(STRATEGIES)}")
-    if s.layout not in LAYOUTS:
-        raise SettingsError(f"option layout: {s.layout!r} is not one of {', '.join(LAYOUTS)}")
-    for name, lo in (("k", 1), ("samples", 1), ("concurrency", 1), ("max_chars", 200), ("example_chars", 100),
-                     ("n_ctx", 512)):
-        if getattr(s, name) is not None and getattr(s, name) < lo:
-            raise SettingsError(f"option {name}: must be at least {lo}, got {getattr(s, name)}")
-    for name in ("max_retries", "repair_retries"):
-        if getattr(s, name) < 0:
-            raise SettingsError(f"option {name}: must be 0 or more")
-    if s.timeout is not None and s.timeout <= 0:
-        raise SettingsError("option timeout: must be positive (seconds)")
-    if not s.prompts_dir.is_dir():
-        raise SettingsError(f"option prompts: template folder {s.prompts_dir} not found")
-    return s
+def parse_settings(extra: dict[str, Any], spec: str | None = None) -> LLMSettings:
+    try:
+        return parse_options(LLMSettings, spec, extra)
+    except SettingsError:
+        raise
+    except ModelSpecError as e:
+        raise SettingsError(str(e)) from None
