@@ -28,6 +28,8 @@ _API = {
     "ClassifyError": "classify.core.errors",
     "make_classifier": "classify.classifiers.base",
     "known_specs": "classify.classifiers.base",
+    "validate_options": "classify.classifiers.base",
+    "options_schema": "classify.classifiers.base",
     "ModelOptions": "classify.classifiers.base",
     "run_eval": "classify.evaluation.pipeline",
     "label_file": "classify.labeling.pipeline",

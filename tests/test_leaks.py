@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 import classify.evaluation.crossval as crossval
-from classify.classifiers.base import ModelOptions, make_classifier
+from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.core.gold import gold_from_records
 from classify.evaluation.crossval import cross_validate, evaluate_on_test, near_duplicates, train_test_leaks
 
@@ -22,14 +22,18 @@ def _labels_of(preds, dims):
     return {d: [p.label for p in preds[d]] for d in dims}
 
 
-class SelfTraining:
+class SelfTraining(Classifier):
     """Pseudo-labels the records it predicts and refits on them: a leak of the evaluated texts."""
 
     def __init__(self, taxonomy, via_member: bool):
-        self.taxonomy, self.via_member = taxonomy, via_member
+        super().__init__("self-training", taxonomy, ModelOptions(), None)
+        self.via_member = via_member
         self.inner = make_classifier("tfidf-logreg", taxonomy, ModelOptions())
-        if via_member:  # the leak happens one level down, inside a member (as in an ensemble)
-            self.members = [self.inner]
+
+    @property
+    def members(self):
+        # the leak happens one level down, inside a member (as in an ensemble)
+        return [self.inner] if self.via_member else []
 
     def fit(self, records, labels):
         self.train = (list(records), labels)

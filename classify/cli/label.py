@@ -73,7 +73,7 @@ def run_cmd(
     err.print(f"wrote {summary.total} rows to {out} ({summary.labeled} labeled now, {summary.resumed} resumed "
               f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s", markup=False, highlight=False)
     st = summary.model_stats
-    if st is not None and hasattr(st, "cache_hits"):
+    if st is not None:
         err.print(f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
                   f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
                   + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),

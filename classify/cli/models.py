@@ -6,16 +6,32 @@ import json
 from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+from rich.text import Text
 
 from classify.cli.common import console
 
 
-def models_cmd() -> None:
-    """List the model specs this installation knows (built-in and plugins)."""
-    from classify.classifiers.base import known_specs
+def models_cmd(
+    options: Annotated[Optional[str], typer.Option("--options", help="Show the --opt keys of this spec: type, default, meaning.")] = None,
+) -> None:
+    """List the model specs this installation knows (built-in and plugins), or one spec's options."""
+    from classify.classifiers.base import known_specs, options_schema
 
-    for s in known_specs():
-        console.print(s + ("<model>" if s.endswith(":") else ""), highlight=False)
+    if options is None:
+        for s in known_specs():
+            console.print(s + ("<model>" if s.endswith(":") else ""), highlight=False)
+        return
+    schema = options_schema(options)
+    if not schema:
+        console.print(f"{options}: no --opt keys", highlight=False)
+        return
+    t = Table(title=Text(f"{options}: --opt keys"))
+    for col in ("key", "type", "default", "meaning"):
+        t.add_column(col)
+    for key, f in schema.items():
+        t.add_row(key, f["type"], "-" if f["default"] is None else str(f["default"]), f["description"])
+    console.print(t)
 
 
 def logs_cmd(

@@ -151,14 +151,15 @@ def cross_validate(
         train_ids[f] = set()
         if not _spy_on_fit(clf, train_ids[f]):
             train_ids[f].update(r.id for r in train_recs)
-        clf.fit(train_recs, _subset_labels(gold, train))
-        out = clf.predict(test_recs)
+        with clf:  # close() frees the fold's encoders; pooled ones stay for the next fold
+            clf.fit(train_recs, _subset_labels(gold, train))
+            out = clf.predict(test_recs)
+            prov = clf.provenance()
         for d, plist in out.items():
             if d not in preds:
                 continue
             for i, p in zip(test, plist):
                 preds[d][i] = p
-        prov = clf.provenance()
         if progress:
             progress(f + 1, k)
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
@@ -174,13 +175,14 @@ def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOpti
     if overlap:
         raise ValueError(f"test file shares {len(overlap)} ids with the gold set: {sorted(overlap)[:10]}")
     t0 = time.perf_counter()
-    clf = make_classifier(spec, gold.taxonomy, options or ModelOptions())
-    clf.fit(gold.records, gold.labels)
-    out = clf.predict(test.records)
+    with make_classifier(spec, gold.taxonomy, options or ModelOptions()) as clf:
+        clf.fit(gold.records, gold.labels)
+        out = clf.predict(test.records)
+        prov = clf.provenance()
     preds = {d: list(out.get(d, [None] * len(test))) for d in test.taxonomy.dimension_ids}
     # A test file that repeats gold reports under new ids flatters the scores as much as a CV leak.
     dups = near_duplicates(gold.records + test.records, [-2] * len(gold) + [-1] * len(test), {-1: set(gold.ids)})
-    return EvalResult(spec, test, preds, [-1] * len(test), {-1: set(gold.ids)}, clf.provenance(),
+    return EvalResult(spec, test, preds, [-1] * len(test), {-1: set(gold.ids)}, prov,
                       time.perf_counter() - t0, "test", {"train": str(gold.path), "train_hash": gold.hash}, dups)
 
 

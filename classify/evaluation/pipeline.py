@@ -79,6 +79,11 @@ def run_eval(
         if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
             raise EvalLeakError(f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}")
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
+    # Near-identical texts on both sides of the train/test boundary flatter kappa as a leak would.
+    metrics["near_duplicates"] = res.near_duplicates
+    if res.near_duplicates:
+        say(f"warning: {len(res.near_duplicates)} evaluated records have a near-duplicate text among their "
+            f"model's training records (listed in the report); their agreement is flattered")
     if compare is not None:
         new_meta = {"model": model, "taxonomy_fingerprint": tax.fingerprint(), "gold_hash": res.gold.hash}
         new_gold = {r.id: {d: res.gold.labels[d][i] for d in tax.dimension_ids} for i, r in enumerate(res.gold.records)}

@@ -143,6 +143,19 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         "both labeled; it is what the model is compared with, not a ceiling it must stay under.",
         "",
     ]
+    dups = doc.get("near_duplicates") or []
+    if dups:
+        lines += [
+            "## Near-duplicate texts across the train/test boundary",
+            "",
+            f"{len(dups)} evaluated records have a training record of their own model with (nearly) the same "
+            "title and body; agreement on them is flattered. Most similar first:",
+            "",
+            "| fold | evaluated id | training id | TF-IDF cosine | identical |",
+            "|---|---|---|---|---|",
+            *[f"| {d['fold']} | {d['id']} | {d['train_id']} | {d['similarity']:.3f} | {d['identical']} |" for d in dups[:50]],
+            "",
+        ]
     if doc.get("comparison"):
         from classify.evaluation.compare import render_comparison
 

@@ -84,32 +84,37 @@ def label_file(
         partial_path(out).unlink(missing_ok=True)
     sig_parts: dict[str, Any] = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
                                  "gold": g.hash, "input": input_fingerprint(Path(input))}
-    screen_fn = None
     screen_clf: Classifier | None = None
     if screen:
         s_tax, s_gold = load_task("screening")
         # The screening model gets its own options: the labeling model's (LLM flags, C, ...) are not its.
         s_opts = screen_options or replace(ModelOptions(), seed=options.seed, show_progress=False)
-        screen_clf = make_classifier(screen_model, s_tax, s_opts)
+        screen_clf = make_classifier(screen_model, s_tax, s_opts)  # validated before any training
         _check_out(out, [s_gold.path, s_tax.path])
-        say(f"training screening model {screen_model} on {len(s_gold)} screening records")
-        screen_clf.fit(s_gold.records, s_gold.labels)
-        fitted = screen_clf
-        screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
         sig_parts["screen"] = {"model": screen_model, "options": s_opts.__dict__, "gold": s_gold.hash,
                                "taxonomy": s_tax.fingerprint()}
-    sig = run_signature(sig_parts)
-    say(f"training {model} on {len(g)} gold records ({tax.label})")
-    clf.fit(g.records, g.labels)
-    prov = provenance_for(clf, g)
-    if screen_clf is not None:
-        prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
-        prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
-    summary = label_records(clf, records, out, prov, sig, chunk_size=chunk_size, progress=progress.labeled,
-                            screen=screen_fn, prepare_progress=progress.encoded,
-                            screen_prepare=screen_clf.prepare if screen_clf is not None else None)
+    try:
+        screen_fn = None
+        if screen_clf is not None:
+            say(f"training screening model {screen_model} on {len(s_gold)} screening records")
+            screen_clf.fit(s_gold.records, s_gold.labels)
+            fitted = screen_clf
+            screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
+        say(f"training {model} on {len(g)} gold records ({tax.label})")
+        clf.fit(g.records, g.labels)
+        prov = provenance_for(clf, g)
+        if screen_clf is not None:
+            prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+            prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
+        summary = label_records(clf, records, out, prov, run_signature(sig_parts), chunk_size=chunk_size,
+                                progress=progress.labeled, screen=screen_fn, prepare_progress=progress.encoded,
+                                screen_prepare=screen_clf.prepare if screen_clf is not None else None)
+        summary.model_stats = clf.stats
+    finally:
+        clf.close()
+        if screen_clf is not None:
+            screen_clf.close()
     summary.seconds = time.perf_counter() - t0
-    summary.model_stats = clf.stats
     return summary
 
 

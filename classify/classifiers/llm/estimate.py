@@ -96,7 +96,8 @@ def dry_run_estimates(clf, gold, records: list[Record]) -> list[str]:
 
     parts = [c for c in [clf, *clf.members] if isinstance(c, LLMClassifier)]
     out = []
-    for c in parts:
-        c.fit(gold.records, gold.labels)
-        out.append(format_estimate(dry_run_estimate(c, records)))
+    with clf:  # a local server started for the estimate is stopped after it
+        for c in parts:
+            c.fit(gold.records, gold.labels)
+            out.append(format_estimate(dry_run_estimate(c, records)))
     return out
