@@ -86,8 +86,13 @@ def resampled_records(n: int, seed: int = 0) -> list[dict]:
 def run_cli(args: list[str], env: dict, tmp: Path) -> tuple[float, dict]:
     counts = tmp / f"counts-{time.monotonic_ns()}.json"
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", COUNTING_CLI, *args], env={**env, "BENCH_COUNTS": str(counts)},
-                       cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", COUNTING_CLI, *args],
+        env={**env, "BENCH_COUNTS": str(counts)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"classify failed:\n{r.stderr[-3000:]}")
@@ -118,12 +123,14 @@ def compare_backends(a) -> None:
     vecs = {}
     for p in range(a.repeat):
         # alternate the order pass by pass, so neither a noisy neighbour nor a warm cache favours one
-        for b in (backends if p % 2 == 0 else backends[::-1]):
+        for b in backends if p % 2 == 0 else backends[::-1]:
             t0 = time.perf_counter()
             vecs[b] = models[b].encode(texts, batch_size=a.batch_size, normalize_embeddings=True)
             best[b] = min(best[b], time.perf_counter() - t0)
-    print(f"\n{a.n} real texts (resampled from data/issues.jsonl), batch size {a.batch_size}, best of {a.repeat} "
-          f"passes (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"\n{a.n} real texts (resampled from data/issues.jsonl), batch size {a.batch_size}, best of {a.repeat} "
+        f"passes (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     print(f"{'backend':10s} {'texts/s':>9s} {'x torch':>8s} {'min cos to torch':>17s}")
     for b in backends:
         if vecs[b].shape == vecs["torch"].shape:
@@ -139,10 +146,17 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=MIN_N, help=f"input records (default {MIN_N})")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--backend", default="torch")
-    ap.add_argument("--compare-backends", action="store_true", help="Time every backend (see --backends) on the same texts.")
-    ap.add_argument("--backends", default="torch,onnx,onnx-int8,model2vec",
-                    help="With --compare-backends: comma-separated backends (torch is always included).")
-    ap.add_argument("--repeat", type=int, default=2, help="With --compare-backends: timed passes per backend (best kept).")
+    ap.add_argument(
+        "--compare-backends", action="store_true", help="Time every backend (see --backends) on the same texts."
+    )
+    ap.add_argument(
+        "--backends",
+        default="torch,onnx,onnx-int8,model2vec",
+        help="With --compare-backends: comma-separated backends (torch is always included).",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="With --compare-backends: timed passes per backend (best kept)."
+    )
     a = ap.parse_args()
     if a.n < 1 or a.batch_size < 1 or a.repeat < 1:
         ap.error("--n, --batch-size and --repeat must be at least 1")
@@ -188,15 +202,19 @@ def main() -> None:
     warm, warm_n = run_cli([*common, "--out", str(tmp / "warm.jsonl")], warm_env, tmp)
     cached, cached_n = run_cli([*common, "--out", str(tmp / "cached.jsonl")], warm_env, tmp)
 
-    print(f"records:        {a.n} real threads resampled from data/issues.jsonl (chars: median {chars[len(chars) // 2]}, "
-          f"p90 {chars[int(0.9 * (len(chars) - 1))]}); backend {a.backend}, batch size {a.batch_size}; "
-          f"gold {len(gold)} records; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"records:        {a.n} real threads resampled from data/issues.jsonl (chars: median {chars[len(chars) // 2]}, "
+        f"p90 {chars[int(0.9 * (len(chars) - 1))]}); backend {a.backend}, batch size {a.batch_size}; "
+        f"gold {len(gold)} records; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     print(f"bare encode:    {bare:7.1f} s  ({a.n / bare:.1f} texts/s, model already loaded)")
     print(f"gold encode:    {gold_s:7.1f} s  (bare-equivalent share of a cold run; {len(gold)} texts)")
     print(f"cold run:       {cold:7.1f} s  encoded {cold_n['encoded']} texts, {cold_n['model_loads']} model load(s)")
     print(f"warm run:       {warm:7.1f} s  encoded {warm_n['encoded']} texts, {warm_n['model_loads']} model load(s)")
-    print(f"cached re-run:  {cached:7.1f} s  encoded {cached_n['encoded']} texts, "
-          f"{cached_n['model_loads']} model load(s)  (target < 5 s for 1000 records)")
+    print(
+        f"cached re-run:  {cached:7.1f} s  encoded {cached_n['encoded']} texts, "
+        f"{cached_n['model_loads']} model load(s)  (target < 5 s for 1000 records)"
+    )
     print(f"ratio warm / bare:   {warm / bare:6.2f}   (target <= 1.15; the pipeline's own overhead)")
     print(f"ratio cold / bare:   {cold / bare:6.2f}   (includes encoding the gold set once)")
     if cold_n["encoded"] != a.n + len(set(gold_texts)) or warm_n["encoded"] != a.n:

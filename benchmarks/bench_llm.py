@@ -52,7 +52,9 @@ SETUPS = {  # name -> (label, classifier options)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=6, help="issues per run (default 6)")
-    ap.add_argument("--passes", type=int, default=3, help="passes over the three set-ups, alternating order (default 3)")
+    ap.add_argument(
+        "--passes", type=int, default=3, help="passes over the three set-ups, alternating order (default 3)"
+    )
     ap.add_argument("--max-chars", type=int, default=1500, help="issue text budget in characters (default 1500)")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: up to 4)")
     ap.add_argument("--repair-retries", type=int, default=0, help="re-asks after an invalid answer (default 0: off)")
@@ -76,14 +78,20 @@ def main() -> None:
         ap.error(f"--n must be below the gold size ({len(gold)}): one record is kept for the warm-up")
     records = gold.records[: args.n]
     warmup = [gold.records[args.n]]
-    base = {"max_chars": args.max_chars, "n_ctx": 8192, "repair_retries": args.repair_retries,
-            **({"n_threads": args.threads} if args.threads else {})}
+    base = {
+        "max_chars": args.max_chars,
+        "n_ctx": 8192,
+        "repair_retries": args.repair_retries,
+        **({"n_threads": args.threads} if args.threads else {}),
+    }
 
     t0 = time.perf_counter()
     server = shared_server(resolve_local_model("smollm2-135m"), "smollm2-135m", n_ctx=8192, n_threads=args.threads)
-    print(f"llama.cpp server up in {time.perf_counter() - t0:.1f} s at {server.base_url} "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); repair re-asks: {args.repair_retries}",
-          flush=True)
+    print(
+        f"llama.cpp server up in {time.perf_counter() - t0:.1f} s at {server.base_url} "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); repair re-asks: {args.repair_retries}",
+        flush=True,
+    )
 
     tick = os.sysconf("SC_CLK_TCK")
 
@@ -101,8 +109,10 @@ def main() -> None:
             clf._store = LLMStore(tmp / f"warmup-{time.monotonic_ns()}.sqlite")
             t = time.perf_counter()
             clf.predict(warmup)
-            print(f"   warm-up request ({extra.get('layout', 'cache-friendly')} layout): {time.perf_counter() - t:.1f} s",
-                  flush=True)
+            print(
+                f"   warm-up request ({extra.get('layout', 'cache-friendly')} layout): {time.perf_counter() - t:.1f} s",
+                flush=True,
+            )
             clf.stats.requests = clf.stats.prompt_tokens = 0
         clf._store = store
         start_id = max([r["id"] for r in list_logs(1, store.path)] or [0])
@@ -110,17 +120,28 @@ def main() -> None:
         out = clf.predict(records)
         wall = time.perf_counter() - t
         cpu = server_cpu() - cpu0
-        rows = sorted((r for r in list_logs(10_000, store.path) if r["id"] > start_id and r["outcome"] == "ok"),
-                      key=lambda r: r["id"])
+        rows = sorted(
+            (r for r in list_logs(10_000, store.path) if r["id"] > start_id and r["outcome"] == "ok"),
+            key=lambda r: r["id"],
+        )
         lat = [r["latency_ms"] / 1000 for r in rows]
         invalid = sum(1 for d in out for p in out[d] if p.status != "ok")
-        res = {"name": name, "wall": wall, "cpu": cpu, "requests": clf.stats.requests, "invalid": invalid,
-               "mean": statistics.mean(lat) if lat else None,
-               "prompt_tokens": clf.stats.prompt_tokens // max(1, clf.stats.requests)}
+        res = {
+            "name": name,
+            "wall": wall,
+            "cpu": cpu,
+            "requests": clf.stats.requests,
+            "invalid": invalid,
+            "mean": statistics.mean(lat) if lat else None,
+            "prompt_tokens": clf.stats.prompt_tokens // max(1, clf.stats.requests),
+        }
         mean = f"{res['mean']:.1f} s" if res["mean"] is not None else "-"
-        print(f"{label:42} {wall / len(records):6.1f} s/label, server CPU {cpu / len(records):5.1f} s/label, "
-              f"requests {res['requests']:2} ({res['requests'] / len(records):.2f}/label), mean latency {mean:>7}, "
-              f"prompt ~{res['prompt_tokens']} tok, invalid dims {invalid} (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"{label:42} {wall / len(records):6.1f} s/label, server CPU {cpu / len(records):5.1f} s/label, "
+            f"requests {res['requests']:2} ({res['requests'] / len(records):.2f}/label), mean latency {mean:>7}, "
+            f"prompt ~{res['prompt_tokens']} tok, invalid dims {invalid} (load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
         return res
 
     results: dict[str, list[dict]] = {name: [] for name in SETUPS}
@@ -141,20 +162,30 @@ def main() -> None:
         return statistics.median(r[key] for r in results[name]) / args.n
 
     print()
-    print(f"medians over {args.passes} pass(es), n={args.n} issues, max_chars={args.max_chars}, "
-          f"repair re-asks {args.repair_retries}:")
+    print(
+        f"medians over {args.passes} pass(es), n={args.n} issues, max_chars={args.max_chars}, "
+        f"repair re-asks {args.repair_retries}:"
+    )
     for name, (label, _) in SETUPS.items():
         walls = [r["wall"] / args.n for r in results[name]]
         reqs = sum(r["requests"] for r in results[name]) / (args.n * args.passes)
-        print(f"  {label:42} {med(name, 'wall'):6.1f} s/label (range {min(walls):.1f}-{max(walls):.1f}), "
-              f"server CPU {med(name, 'cpu'):5.1f} s/label, {reqs:.2f} requests/label")
-    print(f"cache-friendly vs naive, per label (conc. 1): {med('naive', 'wall') / med('c1', 'wall'):.1f}x faster in wall "
-          f"time, {med('naive', 'cpu') / max(med('c1', 'cpu'), 1e-9):.1f}x less server CPU (target >= 4x)")
-    print(f"concurrency 4 vs 1 (cache-friendly):          {med('c1', 'wall') / med('c4', 'wall'):.2f}x in wall time, "
-          f"{med('c1', 'cpu') / max(med('c4', 'cpu'), 1e-9):.2f}x in server CPU")
+        print(
+            f"  {label:42} {med(name, 'wall'):6.1f} s/label (range {min(walls):.1f}-{max(walls):.1f}), "
+            f"server CPU {med(name, 'cpu'):5.1f} s/label, {reqs:.2f} requests/label"
+        )
+    print(
+        f"cache-friendly vs naive, per label (conc. 1): {med('naive', 'wall') / med('c1', 'wall'):.1f}x faster in wall "
+        f"time, {med('naive', 'cpu') / max(med('c1', 'cpu'), 1e-9):.1f}x less server CPU (target >= 4x)"
+    )
+    print(
+        f"concurrency 4 vs 1 (cache-friendly):          {med('c1', 'wall') / med('c4', 'wall'):.2f}x in wall time, "
+        f"{med('c1', 'cpu') / max(med('c4', 'cpu'), 1e-9):.2f}x in server CPU"
+    )
     print(f"cached re-run: requests made: {cached['requests']}, {args.n / max(cached['wall'], 1e-9):.0f} labels/s")
-    print("(the server evaluates one request at a time, so concurrency mainly overlaps client work; with "
-          "concurrency, request latency includes the wait in the server's queue; shared machine: figures are noisy)")
+    print(
+        "(the server evaluates one request at a time, so concurrency mainly overlaps client work; with "
+        "concurrency, request latency includes the wait in the server's queue; shared machine: figures are noisy)"
+    )
     if cached["requests"]:
         sys.exit(f"FAIL: the cached re-run made {cached['requests']} requests; the response cache did not serve it")
 

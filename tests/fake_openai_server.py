@@ -34,9 +34,16 @@ def expected_labels(rid: str, dims: dict[str, list[str]]) -> dict[str, str]:
 
 
 class FakeOpenAI:
-    def __init__(self, dims: dict[str, list[str]], model: str = "fake-model", api_key: str | None = None,
-                 retry_after: str = "1", slow_seconds: float = 1.5, reject_json_schema: bool = False,
-                 with_logprobs: bool = True):
+    def __init__(
+        self,
+        dims: dict[str, list[str]],
+        model: str = "fake-model",
+        api_key: str | None = None,
+        retry_after: str = "1",
+        slow_seconds: float = 1.5,
+        reject_json_schema: bool = False,
+        with_logprobs: bool = True,
+    ):
         self.dims = dims
         self.model = model
         self.api_key = api_key
@@ -55,7 +62,7 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_port}/v1"
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self.thread.start()
         return self
 
@@ -78,12 +85,19 @@ class FakeOpenAI:
         """(status, headers, body bytes, delay seconds) for one chat request."""
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             # Worst case for key hygiene: the error echoes what it received.
-            return _json(401, {"error": {"message": f"Incorrect API key provided: {auth}", "type": "invalid_request_error"}})
+            return _json(
+                401, {"error": {"message": f"Incorrect API key provided: {auth}", "type": "invalid_request_error"}}
+            )
         if body.get("model") != self.model:
-            return _json(404, {"error": {"message": f"The model {body.get('model')} does not exist", "type": "not_found"}})
+            return _json(
+                404, {"error": {"message": f"The model {body.get('model')} does not exist", "type": "not_found"}}
+            )
         rf = body.get("response_format") or {}
         if self.reject_json_schema and rf.get("type") == "json_schema":
-            return _json(400, {"error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}})
+            return _json(
+                400,
+                {"error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}},
+            )
         text = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant")
         titles = _TITLE.findall(text)
         title = titles[-1] if titles else ""
@@ -97,12 +111,23 @@ class FakeOpenAI:
         good = expected_labels(rid, self.dims)
         if faulty:
             if kind == "429":
-                return _json(429, {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
-                             {"Retry-After": self.retry_after})
+                return _json(
+                    429,
+                    {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
+                    {"Retry-After": self.retry_after},
+                )
             if kind == "500":
                 return _json(500, {"error": {"message": "The server had an error", "type": "server_error"}})
             if kind == "400":
-                return _json(400, {"error": {"message": "This model's maximum context length is exceeded", "type": "invalid_request_error"}})
+                return _json(
+                    400,
+                    {
+                        "error": {
+                            "message": "This model's maximum context length is exceeded",
+                            "type": "invalid_request_error",
+                        }
+                    },
+                )
             if kind == "slow":
                 status, headers, payload, _ = self._answer(body, good)
                 return status, headers, payload, self.slow_seconds
@@ -135,15 +160,26 @@ class FakeOpenAI:
         msg: dict = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
         if body.get("logprobs") and self.with_logprobs:
             # Token texts that concatenate to the content; each token has logprob -0.1.
-            toks = re.findall(r'\w+|[^\w]', content)
-            msg["logprobs"] = {"content": [{"token": t, "logprob": -0.1, "bytes": None, "top_logprobs": []} for t in toks]}
+            toks = re.findall(r"\w+|[^\w]", content)
+            msg["logprobs"] = {
+                "content": [{"token": t, "logprob": -0.1, "bytes": None, "top_logprobs": []} for t in toks]
+            }
         n_prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
-        return _json(200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": self.model,
-            "choices": [msg],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(content) // 4,
-                      "total_tokens": n_prompt + len(content) // 4},
-        })
+        return _json(
+            200,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [msg],
+                "usage": {
+                    "prompt_tokens": n_prompt,
+                    "completion_tokens": len(content) // 4,
+                    "total_tokens": n_prompt + len(content) // 4,
+                },
+            },
+        )
 
     def _handler(self):
         fake = self
@@ -183,11 +219,19 @@ class FakeOpenAI:
                     self._send(*_json(400, {"error": {"message": "bad JSON body"}})[:3])
                     return
                 status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"))
-                text = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant")
+                text = "\n".join(
+                    m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant"
+                )
                 titles = _TITLE.findall(text)
                 with fake.lock:
-                    fake.log.append({"id": titles[-1].split()[0] if titles else "", "t": time.monotonic(),
-                                     "status": status, "body": body})
+                    fake.log.append(
+                        {
+                            "id": titles[-1].split()[0] if titles else "",
+                            "t": time.monotonic(),
+                            "status": status,
+                            "body": body,
+                        }
+                    )
                 if delay:
                     time.sleep(delay)
                 self._send(status, headers, payload)

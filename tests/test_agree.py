@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from classify.evaluation.crossval import compute_metrics, cross_validate, train_test_leaks
-from classify.core.gold import gold_from_records
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
+from classify.core.gold import gold_from_records
+from classify.evaluation.crossval import compute_metrics, cross_validate, train_test_leaks
 
 LEXICAL = {"embed": False}  # TF-IDF words only: no sentence encoder needed
 CHARS = {"embed": False, "tfidf": False, "char": True}
@@ -60,8 +60,10 @@ def test_tfidf_vocabulary_comes_from_training_texts_only(gold, taxonomy):
     seen, unseen = "zqxjkvseenmarker", "zqxjkvunseenmarker"
     tr = [replace(r, body=f"{r.body} {seen}") if i % 10 == 0 else r for i, r in enumerate(tr)]
     # At the very end of the text, so that no bigram of the original text is broken by it.
-    marked_te = [replace(r, discussion=f"{r.discussion} {unseen}") if r.discussion else replace(r, body=f"{r.body} {unseen}")
-                 for r in te]
+    marked_te = [
+        replace(r, discussion=f"{r.discussion} {unseen}") if r.discussion else replace(r, body=f"{r.body} {unseen}")
+        for r in te
+    ]
     clf = make_classifier("tfidf-embed", taxonomy, _opts(**LEXICAL)).fit(tr, labels)
     before = clf.predict(te)
     marked = clf.predict(marked_te)
@@ -111,15 +113,20 @@ def test_ensemble_agreement_confidence(gold, taxonomy):
     split = [p for p in out["symptom"] if p.extra["agreement"] < 1]
     assert all(p.confidence < max(p.proba.values()) for p in split)
     mean_mode = make_classifier(spec, taxonomy, _opts(confidence="mean")).fit(tr, labels).predict(te)
-    assert [p.confidence for p in mean_mode["symptom"]] == pytest.approx([max(p.proba.values()) for p in out["symptom"]])
+    assert [p.confidence for p in mean_mode["symptom"]] == pytest.approx(
+        [max(p.proba.values()) for p in out["symptom"]]
+    )
 
 
-@pytest.mark.parametrize("spec,msg", [
-    ("ensemble:tfidf-embed", "at least two"),
-    ("ensemble:tfidf-embed+tfidf-embed[nokey]", "expected key=value"),
-    ("ensemble:tfidf-embed+no-such-model", "unknown model spec"),
-    ("ensemble:tfidf-embed+ensemble", "do not nest"),
-])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("ensemble:tfidf-embed", "at least two"),
+        ("ensemble:tfidf-embed+tfidf-embed[nokey]", "expected key=value"),
+        ("ensemble:tfidf-embed+no-such-model", "unknown model spec"),
+        ("ensemble:tfidf-embed+ensemble", "do not nest"),
+    ],
+)
 def test_ensemble_spec_errors(taxonomy, spec, msg):
     with pytest.raises(ModelSpecError, match=msg):
         make_classifier(spec, taxonomy, _opts())
@@ -144,15 +151,19 @@ def test_leaderboard_collects_runs(gold, taxonomy, tmp_path):
     for extra in (LEXICAL, CHARS):
         opts = _opts(**extra)
         res = cross_validate("tfidf-embed", small, opts, k=3)
-        write_eval(res, compute_metrics(res, n_boot=100), tmp_path,
-                   extra_meta={"options": {"encoder": None, "include_discussion": True, "extra": extra}})
+        write_eval(
+            res,
+            compute_metrics(res, n_boot=100),
+            tmp_path,
+            extra_meta={"options": {"encoder": None, "include_discussion": True, "extra": extra}},
+        )
     entries = collect([tmp_path])
     assert len(entries) == 2
     header, body = rows(entries)
     assert header[0] == "model" and "symptom kappa [95% CI]" in header and header[-1] == "s / 1000 rec"
     assert "root_cause_group @50% / @70%" in header
     labels = [r[0] for r in body]
-    assert any("char=True" in l for l in labels) and any("embed=False" in l for l in labels)
+    assert any("char=True" in line for line in labels) and any("embed=False" in line for line in labels)
     # Each kappa cell is the run's own number with its interval.
     doc = json.loads(next(tmp_path.glob("*/metrics.json")).read_text())
     k = doc["dimensions"]["symptom"]["kappa"]
@@ -171,11 +182,39 @@ def test_leaderboard_cli(gold, taxonomy, tmp_path):
     runner = CliRunner()
     out_root = tmp_path / "evals"
     small = tmp_path / "small.jsonl"
-    small.write_text("".join(json.dumps({"id": r.id, "title": r.title, "body": r.body, "discussion": r.discussion,
-                                          **{k: v for k, v in r.fields.items() if k in ("symptom", "root_cause")}}) + "\n"
-                             for r in gold.records[:120]))
-    r = runner.invoke(app, ["eval", "--model", "tfidf-embed", "--gold", str(small), "--folds", "3", "--n-boot", "100",
-                            "--opt", "embed=false", "--out-dir", str(out_root)])
+    small.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": r.id,
+                    "title": r.title,
+                    "body": r.body,
+                    "discussion": r.discussion,
+                    **{k: v for k, v in r.fields.items() if k in ("symptom", "root_cause")},
+                }
+            )
+            + "\n"
+            for r in gold.records[:120]
+        )
+    )
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "tfidf-embed",
+            "--gold",
+            str(small),
+            "--folds",
+            "3",
+            "--n-boot",
+            "100",
+            "--opt",
+            "embed=false",
+            "--out-dir",
+            str(out_root),
+        ],
+    )
     assert r.exit_code == 0, r.output
     md = tmp_path / "lb.md"
     r = runner.invoke(app, ["leaderboard", str(out_root), "--out", str(md)])
@@ -195,10 +234,15 @@ def _fake_st_zip() -> bytes:
         z.writestr("all-mpnet-base-v2/tokenizer.json", "{}")
         z.writestr("all-mpnet-base-v2/1_Pooling/config.json", "{}")
         z.writestr("all-mpnet-base-v2/desktop.ini", "junk")
-        z.writestr("all-mpnet-base-v2/modules.json", json.dumps([
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-        ]))
+        z.writestr(
+            "all-mpnet-base-v2/modules.json",
+            json.dumps(
+                [
+                    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+                ]
+            ),
+        )
     return buf.getvalue()
 
 
@@ -207,7 +251,7 @@ def _volumes(tmp_path: Path, data: bytes) -> list[Path]:
     parts = []
     for i in range(5):
         p = tmp_path / f"all-mpnet-base-v2.zip.00{i + 1}"
-        p.write_bytes(data[cut[i]:cut[i + 1]])
+        p.write_bytes(data[cut[i] : cut[i + 1]])
         parts.append(p)
     return parts
 
@@ -244,13 +288,19 @@ def test_leaderboard_labels_tell_runs_apart():
     from classify.evaluation.leaderboard import run_label
 
     assert run_label({"model": "embed-logreg", "options": {"encoder": None, "extra": {}}}) == "embed-logreg"
-    assert run_label({"model": "embed-logreg", "options": {"encoder": "all-mpnet-base-v2", "extra": {"backend": "onnx"}}}) \
+    assert (
+        run_label({"model": "embed-logreg", "options": {"encoder": "all-mpnet-base-v2", "extra": {"backend": "onnx"}}})
         == "embed-logreg --encoder all-mpnet-base-v2 backend=onnx"
+    )
     # Older runs without options: the encoder and LLM strategy come from provenance; limits are flagged.
-    assert run_label({"model": "x", "provenance": {"encoder": "all-mpnet-base-v2|abc"}}) == "x --encoder all-mpnet-base-v2"
+    assert (
+        run_label({"model": "x", "provenance": {"encoder": "all-mpnet-base-v2|abc"}}) == "x --encoder all-mpnet-base-v2"
+    )
     assert run_label({"model": "x", "provenance": {"encoder": "all-MiniLM-L6-v2|abc"}}) == "x"
-    assert run_label({"model": "l", "provenance": {"strategy": "few-shot", "k": 2}, "params": {"limit": 40}}) \
+    assert (
+        run_label({"model": "l", "provenance": {"strategy": "few-shot", "k": 2}, "params": {"limit": 40}})
         == "l strategy=few-shot k=2 (first 40 records only)"
+    )
 
 
 def test_cli_error_quotes_member_options_literally(tmp_path):
@@ -268,7 +318,9 @@ def test_llm_flags_are_accepted_for_ensembles_with_an_llm_member_only():
     from classify.classifiers.ensemble import llm_members
 
     assert llm_members("ensemble:tfidf-embed[C=3]+openai:gpt-4o-mini+local:smollm2-135m@mpnet") == [
-        "openai:gpt-4o-mini", "local:smollm2-135m"]
+        "openai:gpt-4o-mini",
+        "local:smollm2-135m",
+    ]
     assert llm_members("ensemble:tfidf-embed+embed-logreg") == [] and llm_members("openai:x") == []
 
 
@@ -286,8 +338,11 @@ def test_malformed_ensemble_member_is_a_clear_cli_error(tmp_path):
 def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones(taxonomy):
     # --shots arrives as k: it must not become embed-knn's neighbour count; C reaches the member that
     # has a C (embed-logreg), not the LLM and not embed-knn, which has none
-    clf = make_classifier("ensemble:embed-knn+embed-logreg+openai:gpt-4o-mini[base_url=http://127.0.0.1:9/v1]",
-                          taxonomy, _opts(k=3, strategy="few-shot", C=5))
+    clf = make_classifier(
+        "ensemble:embed-knn+embed-logreg+openai:gpt-4o-mini[base_url=http://127.0.0.1:9/v1]",
+        taxonomy,
+        _opts(k=3, strategy="few-shot", C=5),
+    )
     knn, logreg, llm = clf.members
     assert knn.options.extra == {} and knn.params.k == 10
     assert logreg.options.extra == {"C": 5} and logreg.params.C == 5

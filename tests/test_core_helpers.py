@@ -51,7 +51,9 @@ def test_retry_after_http_date_is_measured_from_the_server_clock():
 
 def test_redact_secrets_and_token_shapes():
     msg = "401 for key=SECRETVALUE, token ghp_abcdefghijklmnopqrstuvwxyz012345 and sk-proj-abcdefghijklmnop"
-    out = redact(msg, ["SECRETVALUE", None, "ab"])  # None and too-short secrets are skipped, not blanking "ab" everywhere
+    out = redact(
+        msg, ["SECRETVALUE", None, "ab"]
+    )  # None and too-short secrets are skipped, not blanking "ab" everywhere
     assert "SECRETVALUE" not in out and "ghp_" not in out and "sk-proj" not in out and out.count("[redacted]") == 3
     # The GitHub client's messages carry repository names, which the broad pattern would cut into.
     url = "GET https://api.github.com/repos/acme/keystone-authentication/issues: HTTP 500"

@@ -1,11 +1,11 @@
 import json
 
 import pytest
+from conftest import write_jsonl
 from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.labeling.corpus import corpus_stats, share_ci
-from conftest import write_jsonl
 
 
 def test_wilson_interval():
@@ -18,8 +18,19 @@ def test_wilson_interval():
 
 def test_stats_per_library_groups_and_screening(taxonomy):
     rows = (
-        [{"id": f"triton-{i}", "repo": "triton-lang/triton", "symptom": "crash", "root_cause": "compiler_defect"} for i in range(3)]
-        + [{"id": f"cutlass-{i}", "repo": "NVIDIA/cutlass", "symptom": "build_failure", "root_cause": "build_configuration"} for i in range(2)]
+        [
+            {"id": f"triton-{i}", "repo": "triton-lang/triton", "symptom": "crash", "root_cause": "compiler_defect"}
+            for i in range(3)
+        ]
+        + [
+            {
+                "id": f"cutlass-{i}",
+                "repo": "NVIDIA/cutlass",
+                "symptom": "build_failure",
+                "root_cause": "build_configuration",
+            }
+            for i in range(2)
+        ]
         + [{"id": "cutlass-9", "repo": "NVIDIA/cutlass", "screening": "other", "symptom": None, "root_cause": None}]
         + [{"id": "xformers-1", "symptom": "hang", "root_cause": None}]
     )
@@ -38,11 +49,17 @@ def test_stats_per_library_groups_and_screening(taxonomy):
 
 def test_report_command_escapes_issue_text(tmp_path):
     evil = "<script>alert(1)</script>"
-    labels = write_jsonl(tmp_path / "labels.jsonl", [
-        {"id": "triton-1", "repo": "triton-lang/triton", "symptom": "crash", "root_cause": "compiler_defect"},
-        {"id": "triton-2", "repo": "triton-lang/triton", "symptom": "hang", "root_cause": "synchronization"},
-    ])
-    inp = write_jsonl(tmp_path / "in.jsonl", [{"id": "triton-1", "title": evil, "body": "b"}, {"id": "triton-2", "title": "ok", "body": "b"}])
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [
+            {"id": "triton-1", "repo": "triton-lang/triton", "symptom": "crash", "root_cause": "compiler_defect"},
+            {"id": "triton-2", "repo": "triton-lang/triton", "symptom": "hang", "root_cause": "synchronization"},
+        ],
+    )
+    inp = write_jsonl(
+        tmp_path / "in.jsonl",
+        [{"id": "triton-1", "title": evil, "body": "b"}, {"id": "triton-2", "title": "ok", "body": "b"}],
+    )
     r = CliRunner().invoke(app, ["report", str(labels), "--input", str(inp), "--out-dir", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     page = (tmp_path / "rep" / "report.html").read_text()

@@ -91,7 +91,8 @@ def test_every_import_is_declared():
     decl = declared()
     missing = {name: sorted(d) for name, d in dists.items() if not d & set(decl)}
     assert not missing, "imported but not declared in pyproject.toml:\n" + "\n".join(
-        f"  {name} (distribution {', '.join(d)}), imported at {', '.join(imports[name][:3])}" for name, d in missing.items()
+        f"  {name} (distribution {', '.join(d)}), imported at {', '.join(imports[name][:3])}"
+        for name, d in missing.items()
     )
 
 
@@ -99,7 +100,9 @@ def test_every_declared_dependency_is_imported():
     dists, _ = distributions_of(third_party_imports(PACKAGE))
     imported = set().union(*dists.values())
     unused = {d: where for d, where in declared().items() if d not in imported and d not in RUNTIME_ONLY}
-    assert not unused, f"declared but never imported (drop them, or list them in RUNTIME_ONLY with the reason): {unused}"
+    assert not unused, (
+        f"declared but never imported (drop them, or list them in RUNTIME_ONLY with the reason): {unused}"
+    )
     stale = set(RUNTIME_ONLY) - set(declared())
     assert not stale, f"RUNTIME_ONLY lists distributions that are not declared: {stale}"
 
@@ -108,7 +111,9 @@ def test_the_checks_catch_a_planted_violation(tmp_path):
     pkg = tmp_path / "plant"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("import json\nfrom plant import sub\n")
-    (pkg / "sub" / "mod.py").write_text("def f():\n    import yaml.constructor\n    from numpy import linalg\n    from . import x\n")
+    (pkg / "sub" / "mod.py").write_text(
+        "def f():\n    import yaml.constructor\n    from numpy import linalg\n    from . import x\n"
+    )
     imports = third_party_imports(pkg)
     assert set(imports) == {"yaml", "numpy"} and imports["yaml"] == ["plant/sub/mod.py:2"]
     dists, unknown = distributions_of({**imports, "no_such_module_xyz": []})

@@ -7,7 +7,11 @@ from classify.encoders.encoder import EmbeddingCache, Encoder
 @pytest.mark.slow
 def test_second_run_hits_cache_and_never_loads_the_model(tmp_path):
     cache_path = tmp_path / "emb.sqlite"
-    texts = ["CUDA error: illegal memory access in flash_attn_fwd", "pip install fails: no matching distribution", "hello"]
+    texts = [
+        "CUDA error: illegal memory access in flash_attn_fwd",
+        "pip install fails: no matching distribution",
+        "hello",
+    ]
     e1 = Encoder(show_progress=False, cache=EmbeddingCache(cache_path))
     v1 = e1.encode(texts + [texts[0]])
     assert v1.shape == (4, 384) and e1.n_encoded == 3  # duplicate text encoded once

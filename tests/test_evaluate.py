@@ -2,8 +2,14 @@ import json
 
 import pytest
 
-from classify.evaluation.crossval import assign_folds, compute_metrics, cross_validate, evaluate_on_test, train_test_leaks
 from classify.core.gold import gold_from_records
+from classify.evaluation.crossval import (
+    assign_folds,
+    compute_metrics,
+    cross_validate,
+    evaluate_on_test,
+    train_test_leaks,
+)
 from classify.evaluation.report import write_eval
 
 
@@ -74,11 +80,18 @@ def test_report_files(gold, cv_result, tmp_path):
     m = compute_metrics(res, n_boot=100)
     out = write_eval(res, m, tmp_path)
     files = {p.name for p in out.iterdir()}
-    assert {"metrics.json", "report.md", "predictions.jsonl", "selective.png", "confusion_symptom.png",
-            "confusion_root_cause.png", "confusion_root_cause_group.png"} <= files
+    assert {
+        "metrics.json",
+        "report.md",
+        "predictions.jsonl",
+        "selective.png",
+        "confusion_symptom.png",
+        "confusion_root_cause.png",
+        "confusion_root_cause_group.png",
+    } <= files
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["meta"]["gold_hash"] == gold.hash and doc["meta"]["taxonomy"] == "gpu-kernel-issues@1"
-    preds = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == len(gold) and {"id", "fold", "gold_symptom", "symptom", "symptom_proba"} <= set(preds[0])
     assert (out / "confusion_symptom.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "coders' kappa" in (out / "report.md").read_text()

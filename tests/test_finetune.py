@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from classify.classifiers.base import ModelOptions, register
 from classify.classifiers.features import FineTune
-from classify.evaluation.crossval import cross_validate, train_test_leaks
+from classify.core.gold import gold_from_records
 from classify.core.hashing import text_hash as _text_key
 from classify.encoders.finetune import balanced_batches, supcon_loss
-from classify.core.gold import gold_from_records
-from classify.classifiers.base import ModelOptions, register
+from classify.evaluation.crossval import cross_validate, train_test_leaks
 
 # Small and quick: one top layer, one epoch, short sequences.
 FAST = {"ft_epochs": 1, "ft_top_layers": 1, "ft_max_seq_length": 64, "ft_batch_size": 8}

@@ -2,11 +2,11 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import write_jsonl
 
 from classify.core.gold import GoldError, load_gold
 from classify.core.paths import DEFAULT_GOLD
 from classify.core.records import RecordsError, read_records
-from conftest import write_jsonl
 
 
 def test_shipped_gold(gold):
@@ -59,7 +59,9 @@ def test_empty_text_and_missing_id(tmp_path):
 
 
 def test_csv_and_parquet_give_same_gold(tmp_path, gold_rows, taxonomy, gold):
-    df = pd.DataFrame([{**r, "coder_a": json.dumps(r["coder_a"]), "coder_b": json.dumps(r["coder_b"])} for r in gold_rows])
+    df = pd.DataFrame(
+        [{**r, "coder_a": json.dumps(r["coder_a"]), "coder_b": json.dumps(r["coder_b"])} for r in gold_rows]
+    )
     df.to_csv(tmp_path / "g.csv", index=False)
     df.to_parquet(tmp_path / "g.parquet", index=False)
     for name in ("g.csv", "g.parquet"):

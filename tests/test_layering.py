@@ -46,8 +46,12 @@ def _imported_names(node: ast.AST, package: list[str]) -> list[str]:
     if isinstance(node, ast.Call):
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        if (
+            name == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             return [node.args[0].value]
     return []
 
@@ -76,11 +80,15 @@ def layering_violations(package_dir: Path, allowed: dict[str, set[str]] = ALLOWE
                 if target == layer or target == "__version__":
                     continue
                 if target not in allowed:
-                    problems.append(f"{path}:{node.lineno}: {layer} imports {name}: the package root "
-                                    "re-exports every layer, import from the layer itself")
+                    problems.append(
+                        f"{path}:{node.lineno}: {layer} imports {name}: the package root "
+                        "re-exports every layer, import from the layer itself"
+                    )
                 elif target not in allowed[layer]:
-                    problems.append(f"{path}:{node.lineno}: {layer} imports {name} "
-                                    f"(allowed: {', '.join(sorted(allowed[layer])) or 'nothing in ' + pkg})")
+                    problems.append(
+                        f"{path}:{node.lineno}: {layer} imports {name} "
+                        f"(allowed: {', '.join(sorted(allowed[layer])) or 'nothing in ' + pkg})"
+                    )
     return problems
 
 
@@ -120,14 +128,22 @@ def test_checker_passes_a_clean_package(planted):
     assert layering_violations(planted, RULES) == []
 
 
-@pytest.mark.parametrize("rel,source,line,needle", [
-    ("core/late.py", "import os\n\ndef f():\n    from pkg.enc.a import y  # lazy, inside a function\n", 4, "pkg.enc.a"),
-    ("core/rel.py", "from ..top import a\n", 1, "pkg.top"),
-    ("core/sub/deep.py", "from ...enc import a\n", 1, "pkg.enc"),
-    ("enc/named.py", "from pkg import top\n", 1, "pkg.top"),
-    ("enc/dyn.py", "import importlib\nm = importlib.import_module('pkg.top.a')\n", 2, "pkg.top.a"),
-    ("enc/root.py", "from pkg import helper\n", 1, "pkg.helper: the package root"),
-])
+@pytest.mark.parametrize(
+    "rel,source,line,needle",
+    [
+        (
+            "core/late.py",
+            "import os\n\ndef f():\n    from pkg.enc.a import y  # lazy, inside a function\n",
+            4,
+            "pkg.enc.a",
+        ),
+        ("core/rel.py", "from ..top import a\n", 1, "pkg.top"),
+        ("core/sub/deep.py", "from ...enc import a\n", 1, "pkg.enc"),
+        ("enc/named.py", "from pkg import top\n", 1, "pkg.top"),
+        ("enc/dyn.py", "import importlib\nm = importlib.import_module('pkg.top.a')\n", 2, "pkg.top.a"),
+        ("enc/root.py", "from pkg import helper\n", 1, "pkg.helper: the package root"),
+    ],
+)
 def test_checker_catches_a_planted_violation(planted, rel, source, line, needle):
     _write(planted, rel, source)
     problems = layering_violations(planted, RULES)

@@ -80,8 +80,13 @@ def test_recorded_train_ids_are_what_fit_received(small, taxonomy, monkeypatch):
 
 
 def _copy(rec, new_id, title=None, body=None):
-    return replace(rec, id=new_id, title=rec.title if title is None else title,
-                   body=rec.body if body is None else body, fields=dict(rec.fields))
+    return replace(
+        rec,
+        id=new_id,
+        title=rec.title if title is None else title,
+        body=rec.body if body is None else body,
+        fields=dict(rec.fields),
+    )
 
 
 def test_planted_near_duplicates_across_folds_are_flagged(small, taxonomy):
@@ -122,8 +127,11 @@ def test_limit_and_training_sample_bound_the_comparison(small):
     # Record 0 duplicated by record 1: only the evaluated and the trained-on are compared.
     recs[1] = _copy(recs[0], recs[1].id)
     folds = [0, 1] + [i % 2 for i in range(2, len(recs))]
-    both = near_duplicates(recs, folds, {0: {r.id for r, f in zip(recs, folds) if f != 0},
-                                         1: {r.id for r, f in zip(recs, folds) if f != 1}})
+    both = near_duplicates(
+        recs,
+        folds,
+        {0: {r.id for r, f in zip(recs, folds) if f != 0}, 1: {r.id for r, f in zip(recs, folds) if f != 1}},
+    )
     assert {(d["id"], d["train_id"]) for d in both} == {(recs[0].id, recs[1].id), (recs[1].id, recs[0].id)}
     not_evaluated = [-2] + folds[1:]
     one = near_duplicates(recs, not_evaluated, {1: {r.id for r, f in zip(recs, folds) if f != 1}})
@@ -136,5 +144,6 @@ def test_held_out_test_file_repeating_gold_is_flagged(small, taxonomy):
     reposted = _copy(small.records[5], "reposted")
     test = gold_from_records(small.records[60:] + [reposted], taxonomy)
     res = evaluate_on_test("tfidf-logreg", train, test)
-    assert [(d["id"], d["train_id"], d["identical"]) for d in res.near_duplicates] == \
-        [("reposted", small.records[5].id, True)]
+    assert [(d["id"], d["train_id"], d["identical"]) for d in res.near_duplicates] == [
+        ("reposted", small.records[5].id, True)
+    ]

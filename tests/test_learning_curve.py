@@ -1,13 +1,12 @@
 import json
 import math
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.evaluation.crossval import assign_folds, cross_validate, stratify_keys, train_test_leaks
 from classify.core.gold import gold_from_records
+from classify.evaluation.crossval import assign_folds, cross_validate, stratify_keys, train_test_leaks
 from classify.evaluation.learning_curve import CurveFit, extrapolate, fit_curve, parse_fractions
 from tests.conftest import write_jsonl
 
@@ -21,7 +20,9 @@ def small_gold(gold, taxonomy):
 
 def test_train_fraction_samples_are_nested_sized_and_never_the_test_fold(small_gold):
     folds = assign_folds(small_gold, 3, 0)
-    runs = {fr: cross_validate("tfidf-logreg", small_gold, k=3, folds=folds, train_fraction=fr) for fr in (0.3, 0.6, 1.0)}
+    runs = {
+        fr: cross_validate("tfidf-logreg", small_gold, k=3, folds=folds, train_fraction=fr) for fr in (0.3, 0.6, 1.0)
+    }
     keys = stratify_keys(small_gold)
     for fr, res in runs.items():
         assert train_test_leaks(res) == []
@@ -54,7 +55,7 @@ def test_train_fraction_samples_are_nested_sized_and_never_the_test_fold(small_g
 
 def test_fit_recovers_a_known_power_law_and_says_when_a_target_is_out_of_reach():
     ns = [50, 100, 200, 300, 400]
-    ks = [0.8 - 2.0 * n ** -0.5 for n in ns]
+    ks = [0.8 - 2.0 * n**-0.5 for n in ns]
     fit = fit_curve(ns, ks)
     assert fit is not None
     assert fit.a == pytest.approx(0.8, abs=0.01) and fit.c == pytest.approx(0.5, abs=0.05)
@@ -65,10 +66,14 @@ def test_fit_recovers_a_known_power_law_and_says_when_a_target_is_out_of_reach()
 
 def test_extrapolation_scales_to_whole_gold_records():
     # One dimension labeled on half the records: 200 labeled per fold needs 200*5/4/0.5 = 500 gold.
-    curve = {"n_gold": 400, "points": [
-        {"dimensions": {"d": {"n_train": n, "kappa": CurveFit(0.9, 2.0, 0.5).kappa_at(n), "n": 200}}}
-        for n in (20, 40, 80, 160)]}
-    out = extrapolate(curve, {"d": 0.9 - 2.0 * 200 ** -0.5}, k=5)
+    curve = {
+        "n_gold": 400,
+        "points": [
+            {"dimensions": {"d": {"n_train": n, "kappa": CurveFit(0.9, 2.0, 0.5).kappa_at(n), "n": 200}}}
+            for n in (20, 40, 80, 160)
+        ],
+    }
+    out = extrapolate(curve, {"d": 0.9 - 2.0 * 200**-0.5}, k=5)
     assert out["d"]["gold_needed"] == pytest.approx(500, rel=0.05)
     assert extrapolate(curve, {"d": 0.95}, k=5)["d"]["gold_needed"] is None
 
@@ -82,9 +87,30 @@ def test_bad_fractions_are_refused(bad):
 def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows, taxonomy):
     g = write_jsonl(tmp_path / "gold.jsonl", gold_rows[:150])
     out_root = tmp_path / "evals"
-    r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--gold", str(g), "--fractions", "0.4,0.7,1",
-                            "--folds", "3", "--n-boot", "100", "--target", "symptom=0.9", "--opt", "C=3", "--repeats", "2",
-                            "--out-dir", str(out_root)])
+    r = runner.invoke(
+        app,
+        [
+            "learning-curve",
+            "--model",
+            "tfidf-logreg",
+            "--gold",
+            str(g),
+            "--fractions",
+            "0.4,0.7,1",
+            "--folds",
+            "3",
+            "--n-boot",
+            "100",
+            "--target",
+            "symptom=0.9",
+            "--opt",
+            "C=3",
+            "--repeats",
+            "2",
+            "--out-dir",
+            str(out_root),
+        ],
+    )
     assert r.exit_code == 0, r.output
     (run,) = list(out_root.iterdir())
     assert run.name.endswith("-learning-curve-tfidf-logreg_C_3")  # options name the run, as in eval
@@ -93,8 +119,10 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows, taxonomy):
     from classify.core.gold import load_gold
 
     small = load_gold(g, taxonomy)
-    fitted = [make_classifier("tfidf-logreg", taxonomy, ModelOptions(extra={"C": c})).fit(small.records, small.labels)
-              for c in (3, 0.001)]
+    fitted = [
+        make_classifier("tfidf-logreg", taxonomy, ModelOptions(extra={"C": c})).fit(small.records, small.labels)
+        for c in (3, 0.001)
+    ]
     strong, weak = (f.predict(small.records[:20])["symptom"] for f in fitted)
     assert max(abs(a.confidence - b.confidence) for a, b in zip(strong, weak)) > 0.05
     doc = json.loads((run / "curve.json").read_text())
@@ -116,7 +144,9 @@ def test_cli_writes_curve_table_and_picture(tmp_path, gold_rows, taxonomy):
 
 
 def test_cli_refuses_unknown_target_and_llm_specs(tmp_path):
-    r = runner.invoke(app, ["learning-curve", "--model", "tfidf-logreg", "--target", "nope=0.5", "--out-dir", str(tmp_path)])
+    r = runner.invoke(
+        app, ["learning-curve", "--model", "tfidf-logreg", "--target", "nope=0.5", "--out-dir", str(tmp_path)]
+    )
     assert r.exit_code != 0 and "unknown dimension" in r.output
     for spec in ("local:smollm2-135m", "ensemble:tfidf-logreg+openai:gpt-4o-mini"):
         r = runner.invoke(app, ["learning-curve", "--model", spec, "--out-dir", str(tmp_path)])

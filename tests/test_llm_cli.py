@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
-
-from classify.cli.main import app
-from classify.evaluation.crossval import cross_validate, train_test_leaks
-from classify.classifiers.base import ModelOptions
 from conftest import write_jsonl
 from fake_openai_server import FakeOpenAI, expected_labels
+from typer.testing import CliRunner
+
+from classify.classifiers.base import ModelOptions
+from classify.cli.main import app
+from classify.evaluation.crossval import cross_validate, train_test_leaks
 
 runner = CliRunner()
 
@@ -23,15 +23,28 @@ def fake(taxonomy):
 
 
 def _input(tmp_path, n=12):
-    rows = [{"id": f"i{k:02d}", "title": f"i{k:02d} {'[fault:500:1] ' if k == 3 else ''}kernel fails",
-             "body": f"body {k}"} for k in range(n)]
+    rows = [
+        {"id": f"i{k:02d}", "title": f"i{k:02d} {'[fault:500:1] ' if k == 3 else ''}kernel fails", "body": f"body {k}"}
+        for k in range(n)
+    ]
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
 def test_run_labels_every_record_with_llm_provenance_and_logs(tmp_path, fake, taxonomy, gold):
     inp, out = _input(tmp_path), tmp_path / "labels.jsonl"
-    args = ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "--input", str(inp), "--out", str(out),
-            "--concurrency", "3"]
+    args = [
+        "run",
+        "--model",
+        "openai:fake-model",
+        "--base-url",
+        fake.base_url,
+        "--input",
+        str(inp),
+        "--out",
+        str(out),
+        "--concurrency",
+        "3",
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     rows = [json.loads(x) for x in out.read_text().splitlines()]
@@ -57,8 +70,27 @@ def test_run_labels_every_record_with_llm_provenance_and_logs(tmp_path, fake, ta
 
 def test_dry_run_sends_nothing_and_writes_nothing(tmp_path, fake):
     inp, out = _input(tmp_path), tmp_path / "labels.jsonl"
-    r = runner.invoke(app, ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "--input", str(inp),
-                            "--out", str(out), "--dry-run", "--samples", "2", "--opt", "price_in=1", "--opt", "price_out=4"])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            "openai:fake-model",
+            "--base-url",
+            fake.base_url,
+            "--input",
+            str(inp),
+            "--out",
+            str(out),
+            "--dry-run",
+            "--samples",
+            "2",
+            "--opt",
+            "price_in=1",
+            "--opt",
+            "price_out=4",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "requests to send:   24" in r.output and "estimated cost:     ~$" in r.output
     assert fake.n_requests == 0 and not out.exists()
@@ -67,21 +99,63 @@ def test_dry_run_sends_nothing_and_writes_nothing(tmp_path, fake):
 def test_clear_errors_instead_of_tracebacks(tmp_path, fake, monkeypatch):
     inp, out = _input(tmp_path), tmp_path / "labels.jsonl"
     monkeypatch.delenv("NOPE_KEY", raising=False)
-    r = runner.invoke(app, ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "--api-key-env",
-                            "NOPE_KEY", "--input", str(inp), "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            "openai:fake-model",
+            "--base-url",
+            fake.base_url,
+            "--api-key-env",
+            "NOPE_KEY",
+            "--input",
+            str(inp),
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 2 and "NOPE_KEY" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["eval", "--model", "embed-logreg", "--shots", "3"])
     assert r.exit_code == 2 and "--shots: only for LLM models" in r.output
-    r = runner.invoke(app, ["eval", "--model", "openai:fake-model", "--base-url", fake.base_url, "--opt", "temprature=1"])
+    r = runner.invoke(
+        app, ["eval", "--model", "openai:fake-model", "--base-url", fake.base_url, "--opt", "temprature=1"]
+    )
     assert r.exit_code == 2 and "unknown LLM option 'temprature'" in r.output
-    r = runner.invoke(app, ["run", "--model", "openai:wrong-model", "--base-url", fake.base_url, "--input", str(inp),
-                            "--out", str(tmp_path / "other.jsonl")])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            "openai:wrong-model",
+            "--base-url",
+            fake.base_url,
+            "--input",
+            str(inp),
+            "--out",
+            str(tmp_path / "other.jsonl"),
+        ],
+    )
     assert r.exit_code == 2 and "not found" in r.output and "wrong-model" in r.output
 
 
 def test_eval_writes_a_report(tmp_path, fake):
-    r = runner.invoke(app, ["eval", "--model", "openai:fake-model", "--base-url", fake.base_url, "--limit", "20",
-                            "--n-boot", "100", "--out-dir", str(tmp_path)])
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "openai:fake-model",
+            "--base-url",
+            fake.base_url,
+            "--limit",
+            "20",
+            "--n-boot",
+            "100",
+            "--out-dir",
+            str(tmp_path),
+        ],
+    )
     assert r.exit_code == 0, r.output
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert "prompt_hash" in (run_dir / "metrics.json").read_text()  # provenance recorded with the metrics
@@ -93,8 +167,10 @@ def test_eval_writes_a_report(tmp_path, fake):
 
 @pytest.mark.slow
 def test_cross_validated_few_shot_never_uses_an_evaluated_record_as_its_example(gold, fake, shared_cache):
-    opts = ModelOptions(show_progress=False, extra={"base_url": fake.base_url, "strategy": "few-shot", "k": 3,
-                                                   "concurrency": 8, "max_chars": 1500})
+    opts = ModelOptions(
+        show_progress=False,
+        extra={"base_url": fake.base_url, "strategy": "few-shot", "k": 3, "concurrency": 8, "max_chars": 1500},
+    )
     res = cross_validate("openai:fake-model", gold, opts, k=5, seed=0, limit=60)
     assert not train_test_leaks(res)
     n_checked = 0

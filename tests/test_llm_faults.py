@@ -6,15 +6,15 @@ import sqlite3
 from collections import Counter
 
 import pytest
+from fake_openai_server import FakeOpenAI, expected_labels
 
+from classify.classifiers.base import ModelOptions, make_classifier
 from classify.classifiers.llm.cache import LLMStore, format_logs, list_logs
 from classify.classifiers.llm.client import LLMError
 from classify.classifiers.llm.endpoint import EndpointError
 from classify.classifiers.llm.estimate import dry_run_estimate, format_estimate
-from classify.classifiers.base import ModelOptions, make_classifier
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
-from fake_openai_server import FakeOpenAI, expected_labels
 
 TAX = load_taxonomy()
 DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}
@@ -111,7 +111,7 @@ def test_bulk_run_with_faults_labels_or_marks_every_record(tmp_path):
         db = sqlite3.connect(store.path)
         n_logged = db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
         assert n_logged == clf.stats.requests
-        ok_per_record = Counter(rid for rid, in db.execute("SELECT record_id FROM requests WHERE outcome = 'ok'"))
+        ok_per_record = Counter(rid for (rid,) in db.execute("SELECT record_id FROM requests WHERE outcome = 'ok'"))
         for r in records:
             _, retries, requests, outcome = SCENARIO[kind[r.id]]
             assert ok_per_record[r.id] == requests - retries - (1 if outcome == "invalid-all" else 0)
@@ -188,7 +188,9 @@ def test_missing_key_variable_is_a_clear_error(monkeypatch):
 
 def test_unknown_model_404_is_not_retried(tmp_path):
     with FakeOpenAI(DIMS, model="fake-model") as fake:
-        c = make_classifier("openai:no-such-model", TAX, ModelOptions(extra={"base_url": fake.base_url, "max_retries": 5}))
+        c = make_classifier(
+            "openai:no-such-model", TAX, ModelOptions(extra={"base_url": fake.base_url, "max_retries": 5})
+        )
         c._store = LLMStore(tmp_path / "llm.sqlite")
         c.fit([], {})
         with pytest.raises(LLMError, match="not found .*no-such-model"):
@@ -236,7 +238,7 @@ def test_injection_cannot_steer_outside_taxonomy(tmp_path):
         assert "pwned" in out[FIRST][1].raw
         # the prompt told the model the issue is data, and the issue could not close its delimiter
         user = next(e for e in fake.log if e["id"] == "r001")["body"]["messages"][-1]["content"]
-        block = user[user.index("<issue>\nTitle:"):]
+        block = user[user.index("<issue>\nTitle:") :]
         assert block.count("</issue>") == 1 and block.count("<issue>") == 1  # only the real delimiters
         assert "\u2039/issue>" in block
 

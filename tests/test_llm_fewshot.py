@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from fake_openai_server import FakeOpenAI
 
+from classify.classifiers.base import ModelOptions, make_classifier
+from classify.classifiers.llm.cache import LLMStore
 from classify.core.gold import load_gold
 from classify.core.paths import DEFAULT_GOLD
-from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.base import ModelOptions, make_classifier
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
-from fake_openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # loads the sentence encoder
 
@@ -65,7 +65,9 @@ def test_most_similar_training_record_is_chosen(tmp_path):
     recs = [r for i, r in enumerate(gold.records) if gold.labels["root_cause"][i] is not None][:30]
     labels = {d: [r.fields[d] for r in recs] for d in TAX.dimension_ids}
     target = recs[7]
-    probe = Record(id="probe", title=target.title, body=target.body + " (same problem again)", discussion=target.discussion)
+    probe = Record(
+        id="probe", title=target.title, body=target.body + " (same problem again)", discussion=target.discussion
+    )
     with FakeOpenAI(DIMS) as fake:
         clf = _few_shot(fake, LLMStore(tmp_path / "llm.sqlite"), k=2)
         clf.fit(recs, labels)

@@ -17,11 +17,13 @@ def test_kappa_is_sklearns_on_a_known_case():
 
 def test_ci_narrows_with_more_items():
     rng = np.random.default_rng(1)
+
     def sample(n):
         a = rng.integers(0, 3, n)
         b = np.where(rng.random(n) < 0.8, a, rng.integers(0, 3, n))
         r = kappa_ci([str(x) for x in a], [str(x) for x in b], n_boot=400)
         return r["hi"] - r["lo"]
+
     assert sample(2000) < sample(60)
 
 
@@ -35,7 +37,9 @@ def test_selective_curve_orders_by_confidence():
 
 
 def test_invalid_predictions_count_as_disagreement():
-    rep = dimension_report(["a", "b", "a", "b"], ["a", "b", None, "b"], [0.9, 0.9, None, 0.5], ["a", "b", "c"], n_boot=200)
+    rep = dimension_report(
+        ["a", "b", "a", "b"], ["a", "b", None, "b"], [0.9, 0.9, None, 0.5], ["a", "b", "c"], n_boot=200
+    )
     assert rep["n_invalid"] == 1 and rep["accuracy"] == 0.75
     assert INVALID in rep["confusion"]["labels"] and "c" not in rep["confusion"]["labels"]
     assert rep["per_category"]["c"]["support"] == 0

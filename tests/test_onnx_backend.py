@@ -35,8 +35,8 @@ def test_onnx_backend_has_its_own_cache_key():
 
 
 def test_unknown_onnx_backend_is_refused():
-    from classify.encoders.onnx import OnnxBackendError, OnnxSentenceEncoder
     from classify.encoders.encoder import resolve_encoder
+    from classify.encoders.onnx import OnnxBackendError, OnnxSentenceEncoder
 
     path, key = resolve_encoder(None)
     with pytest.raises(OnnxBackendError, match="unknown ONNX backend"):

@@ -62,21 +62,24 @@ def test_k_reaches_knn(taxonomy, small, shared_cache):
     assert any(p.confidence < 1.0 for p in ten.predict(test)["symptom"])
 
 
-@pytest.mark.parametrize("spec,extra,message", [
-    ("tfidf-embed", {"char": "ture"}, "tfidf-embed: option char: 'ture' is not a boolean"),
-    ("embed-logreg", {"bogus": 1}, "embed-logreg: unknown option 'bogus'; allowed: C, backend"),
-    ("tfidf-logreg", {"C": 0}, "tfidf-logreg: option C: must be more than 0"),
-    ("embed-knn", {"k": 2.5}, "embed-knn: option k: expected a whole number, got 2.5"),
-    ("embed-knn", {"C": 1}, "embed-knn: unknown option 'C'; allowed: backend, k"),  # knn has no C
-    ("embed-logreg", {"backend": "static"}, "unknown encoder backend 'static'; known: torch"),
-    ("tfidf-embed", {"embed": False, "tfidf": "false"}, "no features left"),
-    ("finetune", {"ft_epoch": 2}, "finetune: unknown option 'ft_epoch'; allowed: .*ft_epochs"),
-    ("finetune", {"ft_seed": 1}, "unknown option 'ft_seed'"),  # the seed is --seed
-    ("finetune", {"backend": "onnx"}, "unknown option 'backend'"),  # fine-tuning runs torch
-    ("ensemble", {"confidence": "median"}, "ensemble: option confidence: 'median' is not one of"),
-    ("openai:m", {"temprature": 0.2}, "openai:m: unknown LLM option 'temprature'; allowed: "),
-    ("openai:m", {"base-url": "http://x/v1", "base_url": "http://y/v1"}, "base_url given twice"),
-])
+@pytest.mark.parametrize(
+    "spec,extra,message",
+    [
+        ("tfidf-embed", {"char": "ture"}, "tfidf-embed: option char: 'ture' is not a boolean"),
+        ("embed-logreg", {"bogus": 1}, "embed-logreg: unknown option 'bogus'; allowed: C, backend"),
+        ("tfidf-logreg", {"C": 0}, "tfidf-logreg: option C: must be more than 0"),
+        ("embed-knn", {"k": 2.5}, "embed-knn: option k: expected a whole number, got 2.5"),
+        ("embed-knn", {"C": 1}, "embed-knn: unknown option 'C'; allowed: backend, k"),  # knn has no C
+        ("embed-logreg", {"backend": "static"}, "unknown encoder backend 'static'; known: torch"),
+        ("tfidf-embed", {"embed": False, "tfidf": "false"}, "no features left"),
+        ("finetune", {"ft_epoch": 2}, "finetune: unknown option 'ft_epoch'; allowed: .*ft_epochs"),
+        ("finetune", {"ft_seed": 1}, "unknown option 'ft_seed'"),  # the seed is --seed
+        ("finetune", {"backend": "onnx"}, "unknown option 'backend'"),  # fine-tuning runs torch
+        ("ensemble", {"confidence": "median"}, "ensemble: option confidence: 'median' is not one of"),
+        ("openai:m", {"temprature": 0.2}, "openai:m: unknown LLM option 'temprature'; allowed: "),
+        ("openai:m", {"base-url": "http://x/v1", "base_url": "http://y/v1"}, "base_url given twice"),
+    ],
+)
 def test_bad_options_are_refused_naming_spec_key_and_allowed_keys(taxonomy, spec, extra, message):
     with pytest.raises(ModelSpecError, match=message):
         validate_options(spec, taxonomy, _opts(**extra))
@@ -95,8 +98,9 @@ def test_values_are_typed_once_for_the_family(taxonomy):
 
 
 def test_ensemble_routes_shared_options_to_the_members_that_take_them():
-    plan = member_plan("ensemble:embed-knn+tfidf-embed[char=true]+openai:m",
-                       _opts(C=3, k=2, backend="onnx", confidence="mean"))
+    plan = member_plan(
+        "ensemble:embed-knn+tfidf-embed[char=true]+openai:m", _opts(C=3, k=2, backend="onnx", confidence="mean")
+    )
     extras = {spec: o.extra for _, spec, o in plan}
     assert extras["embed-knn"] == {"backend": "onnx"}  # no C (it has none), no k (the LLM's few-shot k)
     assert extras["tfidf-embed"] == {"C": 3, "backend": "onnx", "char": "true"}
@@ -129,9 +133,11 @@ class _Plugin(Classifier):
 
 def test_plugins_register_through_entry_points_and_a_broken_one_only_warns(monkeypatch, caplog, taxonomy):
     group = base.ENTRY_POINT_GROUP
-    eps = [EntryPoint("test-plugin", f"{__name__}:_Plugin", group),
-           EntryPoint("broken-plugin", "no_such_module_for_classify:Thing", group),
-           EntryPoint("not-a-classifier", "os:path", group)]
+    eps = [
+        EntryPoint("test-plugin", f"{__name__}:_Plugin", group),
+        EntryPoint("broken-plugin", "no_such_module_for_classify:Thing", group),
+        EntryPoint("not-a-classifier", "os:path", group),
+    ]
     monkeypatch.setattr(base, "_entry_points", lambda: eps)
     monkeypatch.setattr(base, "_REGISTRY", {})
     monkeypatch.setattr(base, "_FAILED", set())

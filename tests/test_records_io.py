@@ -29,7 +29,10 @@ def test_json_lines_numbers_every_problem_and_keeps_line_text(tmp_path):
     assert [(ln.number, ln.value) for ln in got.lines] == [(1, {"id": "a"}), (5, [1])]
     assert [n for n, _ in got.problems] == [3, 4]
     assert "not JSON" in got.problems[0][1] and "not valid UTF-8 (byte 0xff at column 9)" in got.problems[1][1]
-    with pytest.raises(RecordsError, match=r"x.jsonl: malformed JSONL \(3 lines\): line 3: not JSON .*; line 4: not valid UTF-8.*; line 5: not a JSON object"):
+    with pytest.raises(
+        RecordsError,
+        match=r"x.jsonl: malformed JSONL \(3 lines\): line 3: not JSON .*; line 4: not valid UTF-8.*; line 5: not a JSON object",
+    ):
         read_rows(f)
 
 
@@ -121,8 +124,13 @@ def test_gold_round_trips_through_a_dataset_folder_with_the_same_hash(tmp_path, 
 def test_write_rows_to_a_dataset_folder_and_back(tmp_path):
     rows = [
         {"id": "a", "symptom": "crash", "symptom_confidence": 0.9, "provenance": {"encoder": "m", "n_train": {"s": 3}}},
-        {"id": "b", "symptom": None, "symptom_confidence": None, "provenance": {"encoder": "m", "n_train": {"s": 3}},
-         "symptom_status": "invalid"},  # a key that only a later row has is kept
+        {
+            "id": "b",
+            "symptom": None,
+            "symptom_confidence": None,
+            "provenance": {"encoder": "m", "n_train": {"s": 3}},
+            "symptom_status": "invalid",
+        },  # a key that only a later row has is kept
     ]
     out = tmp_path / "labels.hf"
     write_rows(out, rows)
@@ -150,7 +158,9 @@ def test_dataset_errors_are_clear(tmp_path):
 
     ds = datasets.Dataset.from_list([{"id": "a", "title": "t"}])
     datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(str(tmp_path / "dd"))
-    with pytest.raises(RecordsError, match=r"dd: a DatasetDict with splits .*train.*; give the folder of one split, e\.g\. .*dd/"):
+    with pytest.raises(
+        RecordsError, match=r"dd: a DatasetDict with splits .*train.*; give the folder of one split, e\.g\. .*dd/"
+    ):
         read_rows(tmp_path / "dd")
     assert read_rows(tmp_path / "dd" / "train") == [{"id": "a", "title": "t"}]
     datasets.DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "one"))
@@ -162,8 +172,9 @@ def test_class_labels_read_as_names_and_arrow_files_in_both_layouts(tmp_path, ta
     import pyarrow as pa
 
     names = taxonomy.dimensions["symptom"].ids
-    feats = datasets.Features({"id": datasets.Value("string"), "title": datasets.Value("string"),
-                               "symptom": datasets.ClassLabel(names=names)})
+    feats = datasets.Features(
+        {"id": datasets.Value("string"), "title": datasets.Value("string"), "symptom": datasets.ClassLabel(names=names)}
+    )
     ds = datasets.Dataset.from_dict({"id": ["a", "b"], "title": ["x", "y"], "symptom": [2, -1]}, features=feats)
     ds.save_to_disk(str(tmp_path / "cl"))
     want = [{"id": "a", "title": "x", "symptom": names[2]}, {"id": "b", "title": "y", "symptom": None}]
@@ -175,7 +186,9 @@ def test_class_labels_read_as_names_and_arrow_files_in_both_layouts(tmp_path, ta
         w.write_table(table)
     assert read_rows(tmp_path / "f.arrow") == [{"id": "a", "title": "x"}]
     write_rows(tmp_path / "w.arrow", want)
-    assert read_rows(tmp_path / "w.arrow") == want and datasets.Dataset.from_file(str(tmp_path / "w.arrow")).num_rows == 2
+    assert (
+        read_rows(tmp_path / "w.arrow") == want and datasets.Dataset.from_file(str(tmp_path / "w.arrow")).num_rows == 2
+    )
     (tmp_path / "junk.arrow").write_bytes(b"not arrow")
     with pytest.raises(RecordsError, match="junk.arrow: not an Arrow IPC file"):
         read_rows(tmp_path / "junk.arrow")
@@ -228,7 +241,9 @@ def _checkpoint(tmp_path, body: bytes):
 
 def test_checkpoint_tolerates_a_tail_torn_inside_a_character(tmp_path):
     rows = [{"id": "a", "title": "café"}, {"id": "b"}]
-    body = (json.dumps({"signature": "S1"}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)).encode()
+    body = (
+        json.dumps({"signature": "S1"}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    ).encode()
     read = _checkpoint(tmp_path, body + b'{"id": "c", "title": "caf' + "é".encode()[:1])
     assert read() == rows
 
@@ -260,4 +275,6 @@ def test_input_fingerprint_of_a_folder_follows_its_content(tmp_path):
     f = write_jsonl(tmp_path / "x.jsonl", [{"id": "a"}])
     import hashlib
 
-    assert input_fingerprint(f) == hashlib.sha256(f.read_bytes()).hexdigest()[:16]  # files: unchanged, old checkpoints stay valid
+    assert (
+        input_fingerprint(f) == hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+    )  # files: unchanged, old checkpoints stay valid

@@ -6,17 +6,17 @@ import sys
 import time
 
 import pytest
+from conftest import write_jsonl
 from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_INPUT, PROJECT_ROOT
-from conftest import write_jsonl
 
 runner = CliRunner()
 
 
 def _rows(path):
-    return [json.loads(l) for l in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_run_output_schema_and_provenance(tmp_path, taxonomy, gold):
@@ -24,7 +24,7 @@ def test_run_output_schema_and_provenance(tmp_path, taxonomy, gold):
     r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(DEFAULT_INPUT), "--out", str(out)])
     assert r.exit_code == 0, r.output
     rows = _rows(out)
-    inputs = [json.loads(l) for l in DEFAULT_INPUT.read_text().splitlines()]
+    inputs = [json.loads(line) for line in DEFAULT_INPUT.read_text().splitlines()]
     assert [x["id"] for x in rows] == [x["id"] for x in inputs]
     for row in rows:
         assert row["symptom"] in taxonomy.dimensions["symptom"].ids
@@ -70,9 +70,20 @@ def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, g
         return clf
 
     monkeypatch.setattr(pipeline, "make_classifier", spying_make)
-    clean = [{k: v for k, v in r.items() if k not in ("symptom", "root_cause", "coder_a", "coder_b")} for r in gold_rows[:40]]
-    lying = [{**r, "symptom": "hang", "root_cause": "jit_caching", "symptom_confidence": 1.0,
-              "coder_a": {"symptom": "hang"}, "note": "kept"} for r in clean]
+    clean = [
+        {k: v for k, v in r.items() if k not in ("symptom", "root_cause", "coder_a", "coder_b")} for r in gold_rows[:40]
+    ]
+    lying = [
+        {
+            **r,
+            "symptom": "hang",
+            "root_cause": "jit_caching",
+            "symptom_confidence": 1.0,
+            "coder_a": {"symptom": "hang"},
+            "note": "kept",
+        }
+        for r in clean
+    ]
     a, b = write_jsonl(tmp_path / "a.jsonl", clean), write_jsonl(tmp_path / "b.jsonl", lying)
     for src, out in ((a, "a.csv"), (b, "b.parquet")):
         r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(src), "--out", str(tmp_path / out)])
@@ -80,8 +91,11 @@ def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, g
     assert len(seen_fields) == 80
     lied_to = seen_fields[40:]
     assert all(f.get("note") == "kept" for f in lied_to)  # the spy sees the fields a record carries...
-    assert not any({"symptom", "root_cause", "symptom_confidence", "coder_a"} & set(f) for f in lied_to)  # ...but no label
+    assert not any(
+        {"symptom", "root_cause", "symptom_confidence", "coder_a"} & set(f) for f in lied_to
+    )  # ...but no label
     import pandas as pd
+
     da, db = pd.read_csv(tmp_path / "a.csv"), pd.read_parquet(tmp_path / "b.parquet")
     assert len(da) == len(db) == 40
     assert list(da["symptom"]) == list(db["symptom"])
@@ -92,19 +106,29 @@ def test_strip_label_fields_keeps_everything_but_labels(taxonomy):
     from classify.core.records import Record
     from classify.labeling.resumable import strip_label_fields
 
-    rec = Record(id="x", title="t", fields={"symptom": "hang", "root_cause": None, "coder_b": {}, "root_cause_confidence": 0.9,
-                                            "labels": ["kept"], "symptomatic": "kept"})
+    rec = Record(
+        id="x",
+        title="t",
+        fields={
+            "symptom": "hang",
+            "root_cause": None,
+            "coder_b": {},
+            "root_cause_confidence": 0.9,
+            "labels": ["kept"],
+            "symptomatic": "kept",
+        },
+    )
     (out,) = strip_label_fields([rec], taxonomy.dimension_ids)
     assert out.fields == {"labels": ["kept"], "symptomatic": "kept"}
 
 
 def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows):
     from classify.classifiers.base import make_classifier
-    from classify.labeling.resumable import label_records, partial_path, provenance_for
     from classify.core.gold import load_gold
     from classify.core.paths import DEFAULT_GOLD
     from classify.core.records import read_records
     from classify.core.taxonomy import load_taxonomy
+    from classify.labeling.resumable import label_records, partial_path, provenance_for
 
     tax = load_taxonomy()
     g = load_gold(DEFAULT_GOLD, tax)
@@ -114,7 +138,9 @@ def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows)
     part = partial_path(out)
     # A checkpoint holding 10 finished rows (marked so we can tell they were kept) and a torn line.
     done = [{"id": r.id, "symptom": "hang", "marker": "from-checkpoint"} for r in recs[:10]]
-    part.write_text(json.dumps({"signature": "S1"}) + "\n" + "".join(json.dumps(d) + "\n" for d in done) + '{"id": "torn')
+    part.write_text(
+        json.dumps({"signature": "S1"}) + "\n" + "".join(json.dumps(d) + "\n" for d in done) + '{"id": "torn'
+    )
     calls = []
     orig = clf.predict
     clf.predict = lambda rs: (calls.append([r.id for r in rs]), orig(rs))[1]
@@ -128,6 +154,7 @@ def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows)
     # A checkpoint written by different arguments is refused, not mixed in.
     part.write_text(json.dumps({"signature": "OTHER"}) + "\n")
     from classify.labeling.resumable import RunError
+
     with pytest.raises(RunError, match="different arguments"):
         label_records(clf, recs, out, {}, "S1")
 
@@ -136,12 +163,26 @@ def test_resume_skips_checkpointed_rows_and_drops_torn_line(tmp_path, gold_rows)
 def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, gold_rows, shared_cache):
     """SIGKILL a real run mid-way, start it again with the same arguments, check the result."""
     inp = tmp_path / "in.jsonl"
-    rows = [{"id": f"x-{i}", "title": r["title"], "body": r["body"] + f" (copy {i})", "discussion": r["discussion"]}
-            for i, r in enumerate(gold_rows)][:320]
+    rows = [
+        {"id": f"x-{i}", "title": r["title"], "body": r["body"] + f" (copy {i})", "discussion": r["discussion"]}
+        for i, r in enumerate(gold_rows)
+    ][:320]
     write_jsonl(inp, rows)
     out = tmp_path / "out.jsonl"
-    cmd = [sys.executable, "-m", "classify.cli.main", "run", "--model", "embed-logreg", "--input", str(inp),
-           "--out", str(out), "--chunk-size", "16"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "classify.cli.main",
+        "run",
+        "--model",
+        "embed-logreg",
+        "--input",
+        str(inp),
+        "--out",
+        str(out),
+        "--chunk-size",
+        "16",
+    ]
     env = {**os.environ}
     part = tmp_path / "out.jsonl.partial.jsonl"
     p = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

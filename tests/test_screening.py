@@ -20,8 +20,22 @@ def test_screening_gold_maps_booleans_and_coders():
 
 
 def test_eval_task_screening(tmp_path):
-    r = runner.invoke(app, ["eval", "--task", "screening", "--model", "tfidf-logreg", "--folds", "3", "--n-boot", "200",
-                            "--out-dir", str(tmp_path)])
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--task",
+            "screening",
+            "--model",
+            "tfidf-logreg",
+            "--folds",
+            "3",
+            "--n-boot",
+            "200",
+            "--out-dir",
+            str(tmp_path),
+        ],
+    )
     assert r.exit_code == 0, r.output
     (run,) = list(tmp_path.iterdir())
     m = json.loads((run / "metrics.json").read_text())
@@ -32,10 +46,23 @@ def test_eval_task_screening(tmp_path):
 
 def test_run_with_screening(tmp_path):
     out = tmp_path / "l.jsonl"
-    r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--screen", "--screen-model", "tfidf-logreg",
-                            "--input", str(DEFAULT_INPUT), "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            "tfidf-logreg",
+            "--screen",
+            "--screen-model",
+            "tfidf-logreg",
+            "--input",
+            str(DEFAULT_INPUT),
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
-    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 141
     kept = [x for x in rows if x["screening"] == "failure_report"]
     dropped = [x for x in rows if x["screening"] == "other"]
@@ -48,13 +75,13 @@ def test_run_with_screening(tmp_path):
 def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path, shared_cache):
     # The screening model reads every record, so it encodes each block up front; the labeling
     # model (same encoder) then finds the kept records cached. Nothing is encoded twice.
-    from classify.core.gold import load_gold
     from classify.classifiers.base import make_classifier
+    from classify.core.gold import load_gold
     from classify.core.paths import DEFAULT_GOLD
     from classify.core.records import read_records
-    from classify.labeling.resumable import label_records
     from classify.core.screening import screening_taxonomy
     from classify.core.taxonomy import load_taxonomy
+    from classify.labeling.resumable import label_records
 
     tax, s_tax = load_taxonomy(), screening_taxonomy()
     g, sg = load_gold(DEFAULT_GOLD, tax), load_screening_gold(None, s_tax)
@@ -67,8 +94,16 @@ def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path, shar
     orig = s_clf.prepare
     s_clf.prepare = lambda rs, progress=None: (blocks.append(len(rs)), orig(rs, progress=progress))[1]
     before = (clf.encoder.n_encoded, s_clf.encoder.n_encoded)
-    label_records(clf, recs, tmp_path / "o.jsonl", {}, "S", chunk_size=4,
-                  screen=lambda rs: s_clf.predict(rs)["screening"], screen_prepare=s_clf.prepare)
+    label_records(
+        clf,
+        recs,
+        tmp_path / "o.jsonl",
+        {},
+        "S",
+        chunk_size=4,
+        screen=lambda rs: s_clf.predict(rs)["screening"],
+        screen_prepare=s_clf.prepare,
+    )
     assert blocks == [16, 14]  # blocks of 4 chunks of 4
     assert s_clf.encoder.n_encoded - before[1] == 30  # each new text encoded once, by the screening model
     assert clf.encoder.n_encoded == before[0]  # the labeling model found every kept record cached

@@ -64,7 +64,10 @@ def test_encodes_real_texts_normalised_and_deterministic(distilled, gold):
     from model2vec import StaticModel
 
     assert isinstance(distilled.model, StaticModel)
-    texts = [r.text(True) for r in gold.records[:40]] + ["short", "CUDA error: an illegal memory access was encountered"]
+    texts = [r.text(True) for r in gold.records[:40]] + [
+        "short",
+        "CUDA error: an illegal memory access was encountered",
+    ]
     enc = _m2v(use_cache=False)
     v = enc.encode(texts)
     assert v.shape == (len(texts), 256) and v.dtype == np.float32
@@ -92,7 +95,11 @@ def test_static_vectors_keep_minilm_similarity_structure(distilled, gold):
 def test_second_encoder_reuses_table_and_cache(distilled, tmp_path):
     path = distilled.path / "model.safetensors"
     mtime = path.stat().st_mtime_ns
-    texts = ["CUDA error: illegal memory access in flash_attn_fwd", "pip install fails: no matching distribution", "hello"]
+    texts = [
+        "CUDA error: illegal memory access in flash_attn_fwd",
+        "pip install fails: no matching distribution",
+        "hello",
+    ]
     cache_path = tmp_path / "emb.sqlite"
     e1 = _m2v(cache=EmbeddingCache(cache_path))
     v1 = e1.encode(texts + [texts[0]])

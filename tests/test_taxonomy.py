@@ -32,13 +32,33 @@ def _write(tmp_path, data):
 @pytest.mark.parametrize(
     "mutate, place, problem",
     [
-        (lambda d: d["dimensions"]["symptom"]["categories"][1].pop("id"), "dimensions.symptom.categories[1]", "missing category id"),
-        (lambda d: d["dimensions"]["symptom"]["categories"][2].update(id="deployment_failure"), "categories[2] (deployment_failure)", "duplicate category id"),
-        (lambda d: d["dimensions"]["root_cause"]["categories"][0].update(group="nowhere"), "dimensions.root_cause.categories[0]", "unknown group 'nowhere'"),
-        (lambda d: d["dimensions"]["symptom"].update(categories=[]), "dimensions.symptom.categories", "empty dimension"),
+        (
+            lambda d: d["dimensions"]["symptom"]["categories"][1].pop("id"),
+            "dimensions.symptom.categories[1]",
+            "missing category id",
+        ),
+        (
+            lambda d: d["dimensions"]["symptom"]["categories"][2].update(id="deployment_failure"),
+            "categories[2] (deployment_failure)",
+            "duplicate category id",
+        ),
+        (
+            lambda d: d["dimensions"]["root_cause"]["categories"][0].update(group="nowhere"),
+            "dimensions.root_cause.categories[0]",
+            "unknown group 'nowhere'",
+        ),
+        (
+            lambda d: d["dimensions"]["symptom"].update(categories=[]),
+            "dimensions.symptom.categories",
+            "empty dimension",
+        ),
         (lambda d: d.update(dimensions={}), "dimensions", "non-empty"),
         (lambda d: d.pop("version"), "top level", "missing required key 'version'"),
-        (lambda d: d["dimensions"]["symptom"]["categories"][0].pop("definition"), "categories[0] (deployment_failure)", "missing definition"),
+        (
+            lambda d: d["dimensions"]["symptom"]["categories"][0].pop("definition"),
+            "categories[0] (deployment_failure)",
+            "missing definition",
+        ),
     ],
 )
 def test_malformed_taxonomy_names_file_place_problem(tmp_path, raw, mutate, place, problem):
@@ -61,8 +81,21 @@ def test_not_yaml_and_missing_file(tmp_path):
 
 
 def test_other_taxonomy_one_dimension_any_size():
-    t = parse_taxonomy({"name": "tiny", "version": 3, "dimensions": {"kind": {"categories": [
-        {"id": "a", "definition": "A."}, {"id": "b", "definition": "B."}, {"id": "c", "definition": "C."}]}}})
+    t = parse_taxonomy(
+        {
+            "name": "tiny",
+            "version": 3,
+            "dimensions": {
+                "kind": {
+                    "categories": [
+                        {"id": "a", "definition": "A."},
+                        {"id": "b", "definition": "B."},
+                        {"id": "c", "definition": "C."},
+                    ]
+                }
+            },
+        }
+    )
     assert t.label == "tiny@3" and t.dimension_ids == ["kind"] and t.dimensions["kind"].ids == ["a", "b", "c"]
     assert t.validate_label("kind", "z") == "unknown kind label 'z'"
     assert t.validate_label("kind", None) is None

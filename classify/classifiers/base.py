@@ -38,8 +38,20 @@ from classify.classifiers.options import (
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
 
-__all__ = ["Classifier", "LLM_PREFIXES", "ModelOptions", "ModelSpecError", "Prediction", "SharedPool",
-           "known_specs", "make_classifier", "options_schema", "register", "uses_llm", "validate_options"]
+__all__ = [
+    "Classifier",
+    "LLM_PREFIXES",
+    "ModelOptions",
+    "ModelSpecError",
+    "Prediction",
+    "SharedPool",
+    "known_specs",
+    "make_classifier",
+    "options_schema",
+    "register",
+    "uses_llm",
+    "validate_options",
+]
 
 log = logging.getLogger("classify")
 
@@ -63,8 +75,10 @@ def predictions_from_proba(classes: list[str], P: Any) -> list[Prediction]:
     """One Prediction per row of the probability matrix `P` (columns = `classes`): the argmax is
     the label and its probability the confidence."""
     best = P.argmax(axis=1)
-    return [Prediction(label=classes[b], confidence=float(p[b]), proba={c: float(v) for c, v in zip(classes, p)})
-            for b, p in zip(best, P)]
+    return [
+        Prediction(label=classes[b], confidence=float(p[b]), proba={c: float(v) for c, v in zip(classes, p)})
+        for b, p in zip(best, P)
+    ]
 
 
 @dataclass
@@ -230,8 +244,9 @@ def _load(ep: EntryPoint) -> None:
     try:
         obj = ep.load()
     except Exception as e:  # a broken plugin must not take `classify models` down with it
-        log.warning("model plugin %r (%s) failed to load and is left out: %s: %s",
-                    ep.name, ep.value, type(e).__name__, e)
+        log.warning(
+            "model plugin %r (%s) failed to load and is left out: %s: %s", ep.name, ep.value, type(e).__name__, e
+        )
         _FAILED.add(ep.name)
         return
     if not (isinstance(obj, type) and issubclass(obj, Classifier)):

@@ -43,8 +43,9 @@ def record_texts(records: list[Record], include_discussion: bool) -> list[str]:
     return [r.text(include_discussion) for r in records]
 
 
-def fit_per_dimension(taxonomy: Taxonomy, X: Any, labels: dict[str, list[str | None]],
-                      make_estimator: Callable[[int], BaseEstimator]) -> tuple[dict[str, Any], dict[str, int]]:
+def fit_per_dimension(
+    taxonomy: Taxonomy, X: Any, labels: dict[str, list[str | None]], make_estimator: Callable[[int], BaseEstimator]
+) -> tuple[dict[str, Any], dict[str, int]]:
     """One fitted estimator per labeled dimension, trained on the rows that have a label.
 
     A dimension with one class in training gets a DummyClassifier (probability 1 for that class):
@@ -69,8 +70,10 @@ def fit_per_dimension(taxonomy: Taxonomy, X: Any, labels: dict[str, list[str | N
 def predict_per_dimension(spec: str, estimators: dict[str, Any], X: Any) -> dict[str, list[Prediction]]:
     if not estimators:
         raise RuntimeError(f"{spec}: call fit() before predict()")
-    return {dim: predictions_from_proba([str(c) for c in est.classes_], est.predict_proba(X))
-            for dim, est in estimators.items()}
+    return {
+        dim: predictions_from_proba([str(c) for c in est.classes_], est.predict_proba(X))
+        for dim, est in estimators.items()
+    }
 
 
 def text_kind(options: ModelOptions) -> str:
@@ -82,8 +85,9 @@ class EmbeddingClassifier(Classifier):
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
         super().__init__(spec, taxonomy, options, params)
-        self.encoder = Encoder(options.encoder, batch_size=options.batch_size, show_progress=options.show_progress,
-                               backend=params.backend)
+        self.encoder = Encoder(
+            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress, backend=params.backend
+        )
         self.estimators_: dict[str, Any] = {}
         self.n_train_: dict[str, int] = {}
 
@@ -97,11 +101,14 @@ class EmbeddingClassifier(Classifier):
         """Encode (and cache) every record up front in one length-sorted pass: less padding than
         encoding chunk by chunk, and the progress bar shows the encoding itself."""
         for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
-            self.encoder.encode(record_texts(records[i : i + 20_000], self.options.include_discussion), progress=progress)
+            self.encoder.encode(
+                record_texts(records[i : i + 20_000], self.options.include_discussion), progress=progress
+            )
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> EmbeddingClassifier:
-        self.estimators_, self.n_train_ = fit_per_dimension(self.taxonomy, self.embed(records), labels,
-                                                            self.make_estimator)
+        self.estimators_, self.n_train_ = fit_per_dimension(
+            self.taxonomy, self.embed(records), labels, self.make_estimator
+        )
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
@@ -110,8 +117,13 @@ class EmbeddingClassifier(Classifier):
         return predict_per_dimension(self.spec, self.estimators_, self.embed(records))
 
     def provenance(self) -> dict[str, Any]:
-        return {"model": self.spec, "encoder": self.encoder.model_key, "text": text_kind(self.options),
-                "options": self.params.model_dump(), "n_train": dict(self.n_train_)}
+        return {
+            "model": self.spec,
+            "encoder": self.encoder.model_key,
+            "text": text_kind(self.options),
+            "options": self.params.model_dump(),
+            "n_train": dict(self.n_train_),
+        }
 
     def close(self) -> None:
         self.encoder.close()
@@ -159,8 +171,11 @@ class TfidfLogReg(Classifier):
         self.vectorizer_ = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
         X = self.vectorizer_.fit_transform(self._texts(records))
         self.estimators_, self.n_train_ = fit_per_dimension(
-            self.taxonomy, X, labels,
-            lambda n: LogisticRegression(C=self.params.C, max_iter=5000, random_state=self.options.seed))
+            self.taxonomy,
+            X,
+            labels,
+            lambda n: LogisticRegression(C=self.params.C, max_iter=5000, random_state=self.options.seed),
+        )
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
@@ -171,5 +186,10 @@ class TfidfLogReg(Classifier):
         return predict_per_dimension(self.spec, self.estimators_, self.vectorizer_.transform(self._texts(records)))
 
     def provenance(self) -> dict[str, Any]:
-        return {"model": self.spec, "features": "tfidf word 1-2grams", "options": self.params.model_dump(),
-                "n_train": dict(self.n_train_), "text": text_kind(self.options)}
+        return {
+            "model": self.spec,
+            "features": "tfidf word 1-2grams",
+            "options": self.params.model_dump(),
+            "n_train": dict(self.n_train_),
+            "text": text_kind(self.options),
+        }

@@ -75,7 +75,7 @@ def parse_member(text: str) -> tuple[str, str | None, dict[str, Any]]:
 def member_texts(spec: str) -> list[str]:
     if spec == "ensemble":
         return list(DEFAULT_MEMBERS)
-    return [m for m in spec[len("ensemble:"):].split("+") if m.strip()]
+    return [m for m in spec[len("ensemble:") :].split("+") if m.strip()]
 
 
 def llm_members(spec: str) -> list[str]:
@@ -100,6 +100,7 @@ def member_plan(spec: str, options: ModelOptions) -> list[tuple[str, str, ModelO
         if mspec.startswith("ensemble"):
             raise ModelSpecError(f"{spec}: ensembles do not nest ({text!r})")
         parsed.append((text, mspec, encoder, opts, family(mspec).Options.model_fields))
+
     def takes(i: int, name: str) -> bool:
         _, mspec, _, _, accepted = parsed[i]
         llm_only = is_llm_option(name) and name not in SHARED_KEYS
@@ -113,13 +114,19 @@ def member_plan(spec: str, options: ModelOptions) -> list[tuple[str, str, ModelO
         if not takers:
             allowed = sorted({"confidence", *(k for i, p in enumerate(parsed) for k in p[4] if takes(i, k))})
             own = [p[1] for p in parsed if name in p[4]]
-            hint = (f" ({key} is an LLM setting and no LLM member is here; give it to one member in "
-                    f"brackets, e.g. {own[0]}[{key}={value}])" if own else "")
+            hint = (
+                f" ({key} is an LLM setting and no LLM member is here; give it to one member in "
+                f"brackets, e.g. {own[0]}[{key}={value}])"
+                if own
+                else ""
+            )
             raise ModelSpecError(f"{spec}: unknown option {key!r}{hint}; allowed: {', '.join(allowed)}")
         for i in takers:
             routed[i][key] = value
-    return [(text, mspec, replace(options, encoder=encoder or options.encoder, extra={**routed[i], **opts}))
-            for i, (text, mspec, encoder, opts, _) in enumerate(parsed)]
+    return [
+        (text, mspec, replace(options, encoder=encoder or options.encoder, extra={**routed[i], **opts}))
+        for i, (text, mspec, encoder, opts, _) in enumerate(parsed)
+    ]
 
 
 def _sum_stats(stats: list[Any]) -> Any:

@@ -70,8 +70,9 @@ class FrozenFeatureOptions(FeatureOptions, EncoderOptions):
 
 
 # FineTuneConfig's fields as ft_<name> keys (seed excluded: it is the run's --seed).
-_FT_FIELDS: dict[str, Any] = {f"ft_{k}": (f.annotation, f) for k, f in FineTuneConfig.model_fields.items()
-                              if k != "seed"}
+_FT_FIELDS: dict[str, Any] = {
+    f"ft_{k}": (f.annotation, f) for k, f in FineTuneConfig.model_fields.items() if k != "seed"
+}
 FineTuneOptions = create_model("FineTuneOptions", __base__=FeatureOptions, **_FT_FIELDS)
 
 
@@ -183,11 +184,19 @@ class FeatureClassifier(Classifier):
         parts: list[tuple[str, Any]] = []
         if self.use_tfidf:
             # min_df=2: a token seen in one training report is noise for a linear model this small.
-            parts.append(("tfidf", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000)))
+            parts.append(
+                ("tfidf", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000))
+            )
         if self.use_char:
             # Character n-grams catch error identifiers (ptxas, libcudart.so.12, sm_90a) word tokens split.
-            parts.append(("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2,
-                                                  sublinear_tf=True, max_features=100000)))
+            parts.append(
+                (
+                    "char",
+                    TfidfVectorizer(
+                        analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True, max_features=100000
+                    ),
+                )
+            )
         if self.use_embed:
             # Stateless: the embedder is fitted (or frozen) before the union is.
             parts.append(("embed", FunctionTransformer(self.embed_texts, validate=False, accept_sparse=True)))
@@ -243,8 +252,15 @@ class FeatureClassifier(Classifier):
         return {
             "model": self.spec,
             "text": text_kind(self.options),
-            "features": "+".join(f for f, on in (("tfidf-word-1-2", self.use_tfidf), ("tfidf-char-2-5", self.use_char),
-                                                 ("embedding", self.use_embed)) if on),
+            "features": "+".join(
+                f
+                for f, on in (
+                    ("tfidf-word-1-2", self.use_tfidf),
+                    ("tfidf-char-2-5", self.use_char),
+                    ("embedding", self.use_embed),
+                )
+                if on
+            ),
             "codebook_examples": self.use_codebook,
             "hierarchical": self.hierarchical,
             "C": self.C,
@@ -260,8 +276,9 @@ class TfidfEmbed(FeatureClassifier):
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
         super().__init__(spec, taxonomy, options, params)
-        self.encoder = Encoder(options.encoder, batch_size=options.batch_size, show_progress=options.show_progress,
-                               backend=params.backend)
+        self.encoder = Encoder(
+            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress, backend=params.backend
+        )
 
     def embed_texts(self, texts: list[str]) -> np.ndarray:
         return self.encoder.encode(texts)
@@ -270,8 +287,9 @@ class TfidfEmbed(FeatureClassifier):
         """Encode (and cache) every record in one length-sorted pass before a bulk run."""
         if self.use_embed:
             for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
-                self.encoder.encode(record_texts(records[i : i + 20_000], self.options.include_discussion),
-                                    progress=progress)
+                self.encoder.encode(
+                    record_texts(records[i : i + 20_000], self.options.include_discussion), progress=progress
+                )
 
     def embedder_provenance(self) -> dict[str, Any]:
         return {"encoder": self.encoder.model_key} if self.use_embed else {}
@@ -295,7 +313,7 @@ class FineTune(FeatureClassifier):
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
         super().__init__(spec, taxonomy, options, params)
-        ft = {k[len("ft_"):]: v for k, v in params.model_dump().items() if k.startswith("ft_")}
+        ft = {k[len("ft_") :]: v for k, v in params.model_dump().items() if k.startswith("ft_")}
         self.ft_config = FineTuneConfig(**ft, seed=options.seed)
         self.ft: Any = None
         self._lower_key: tuple | None = None
@@ -315,8 +333,11 @@ class FineTune(FeatureClassifier):
     def embedder_provenance(self) -> dict[str, Any]:
         return {
             "encoder": self.ft.lower.model_key if self.ft else None,
-            "finetune": {**self.ft_config.model_dump(), "steps": self.ft.log.steps if self.ft else 0,
-                         "seconds": round(self.ft.log.seconds, 1) if self.ft else None},
+            "finetune": {
+                **self.ft_config.model_dump(),
+                "steps": self.ft.log.steps if self.ft else 0,
+                "seconds": round(self.ft.log.seconds, 1) if self.ft else None,
+            },
         }
 
     def _release_lower(self) -> None:
@@ -332,4 +353,3 @@ class FineTune(FeatureClassifier):
 
 class HierFineTune(FineTune):
     hierarchical = True
-

@@ -46,10 +46,12 @@ def _check_backend(v: str) -> str:
 
 
 # Shared option types, declared once.
-Backend = Annotated[str, AfterValidator(_check_backend),
-                    Field(description="encoder backend: torch, onnx, onnx-int8 or model2vec")]
-InverseRegularisation = Annotated[float, Field(gt=0, description="inverse regularisation strength C of the "
-                                                                 "logistic regression (smaller = stronger)")]
+Backend = Annotated[
+    str, AfterValidator(_check_backend), Field(description="encoder backend: torch, onnx, onnx-int8 or model2vec")
+]
+InverseRegularisation = Annotated[
+    float, Field(gt=0, description="inverse regularisation strength C of the logistic regression (smaller = stronger)")
+]
 
 
 class EncoderOptions(OptionsModel):

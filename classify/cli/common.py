@@ -12,9 +12,10 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import click
 import typer
@@ -49,17 +50,49 @@ class Strategy(str, Enum):
 
 
 # -- options shared by several commands, declared once --------------------------------------------
-TaxonomyPath = Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")]
-GoldPath = Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl).")]
-ModelSpec = Annotated[str, typer.Option("--model", "-m", help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m.")]
-EncoderName = Annotated[Optional[str], typer.Option("--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).")]
-NoDiscussion = Annotated[bool, typer.Option("--no-discussion", help="Encode title + body only (default: title + body + discussion).")]
-ModelOpts = Annotated[list[str], typer.Option("--opt", help="Model option key=value (repeatable); `classify models --options SPEC` lists a spec's keys.")]
+TaxonomyPath = Annotated[
+    Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")
+]
+GoldPath = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--gold",
+        "-g",
+        help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl).",
+    ),
+]
+ModelSpec = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m.",
+    ),
+]
+EncoderName = Annotated[
+    Optional[str],
+    typer.Option("--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2)."),
+]
+NoDiscussion = Annotated[
+    bool, typer.Option("--no-discussion", help="Encode title + body only (default: title + body + discussion).")
+]
+ModelOpts = Annotated[
+    list[str],
+    typer.Option(
+        "--opt", help="Model option key=value (repeatable); `classify models --options SPEC` lists a spec's keys."
+    ),
+]
 Folds = Annotated[int, typer.Option("--folds", "-k", min=2, help="Cross-validation folds.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Encoder batch size.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for folds, models and bootstrap.")]
 NBoot = Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for kappa CIs.")]
-TaskOpt = Annotated[Task, typer.Option("--task", help="labels (symptom/root cause on gold/reports.jsonl) or screening (failure report or not, on gold/screening.jsonl).")]
+TaskOpt = Annotated[
+    Task,
+    typer.Option(
+        "--task",
+        help="labels (symptom/root cause on gold/reports.jsonl) or screening (failure report or not, on gold/screening.jsonl).",
+    ),
+]
 
 
 def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
@@ -83,18 +116,42 @@ def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
 
 # -- the LLM flags: declared once, added to every command that can talk to an LLM --------------------
 LLM_FLAGS: dict[str, Any] = {
-    "base_url": Annotated[Optional[str], typer.Option("--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")],
-    "api_key_env": Annotated[Optional[str], typer.Option("--api-key-env", help="LLM: environment variable holding the API key (default OPENAI_API_KEY).")],
+    "base_url": Annotated[
+        Optional[str], typer.Option("--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")
+    ],
+    "api_key_env": Annotated[
+        Optional[str],
+        typer.Option("--api-key-env", help="LLM: environment variable holding the API key (default OPENAI_API_KEY)."),
+    ],
     "strategy": Annotated[Optional[Strategy], typer.Option("--strategy", help="LLM: zero-shot (default) or few-shot.")],
-    "shots": Annotated[Optional[int], typer.Option("--shots", min=1, help="LLM few-shot: examples per issue (default 4).")],
-    "rationale": Annotated[Optional[bool], typer.Option("--rationale/--no-rationale", help="LLM: ask for a short rationale before the labels.")],
-    "samples": Annotated[Optional[int], typer.Option("--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share).")],
-    "concurrency": Annotated[Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")],
-    "dry_run": Annotated[bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")],
+    "shots": Annotated[
+        Optional[int], typer.Option("--shots", min=1, help="LLM few-shot: examples per issue (default 4).")
+    ],
+    "rationale": Annotated[
+        Optional[bool],
+        typer.Option("--rationale/--no-rationale", help="LLM: ask for a short rationale before the labels."),
+    ],
+    "samples": Annotated[
+        Optional[int],
+        typer.Option("--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share)."),
+    ],
+    "concurrency": Annotated[
+        Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
+    ],
+    "dry_run": Annotated[
+        bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
+    ],
 }
 # CLI flag name -> the LLM option key it sets (--shots is the few-shot `k`).
-_LLM_KEYS = {"base_url": "base_url", "api_key_env": "api_key_env", "strategy": "strategy", "shots": "k",
-             "rationale": "rationale", "samples": "samples", "concurrency": "concurrency"}
+_LLM_KEYS = {
+    "base_url": "base_url",
+    "api_key_env": "api_key_env",
+    "strategy": "strategy",
+    "shots": "k",
+    "rationale": "rationale",
+    "samples": "samples",
+    "concurrency": "concurrency",
+}
 
 
 class LLMFlags:
@@ -122,8 +179,10 @@ def with_llm_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(fn, eval_str=True)  # __signature__ is read as is: no strings left for typer
     params = [p for p in sig.parameters.values() if p.name != "llm"]
     defaults = {"dry_run": False}
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=ann)
-             for name, ann in LLM_FLAGS.items()]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=ann)
+        for name, ann in LLM_FLAGS.items()
+    ]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -137,8 +196,17 @@ def with_llm_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def model_options(encoder: str | None, no_discussion: bool, opts: list[str], *, seed: int = 0, batch_size: int = 32,
-                  progress: bool = True, llm: LLMFlags | None = None, model: str | None = None):
+def model_options(
+    encoder: str | None,
+    no_discussion: bool,
+    opts: list[str],
+    *,
+    seed: int = 0,
+    batch_size: int = 32,
+    progress: bool = True,
+    llm: LLMFlags | None = None,
+    model: str | None = None,
+):
     """ModelOptions from the shared flags. LLM flags are only for specs that talk to an LLM."""
     from classify.classifiers.base import ModelOptions, uses_llm
 
@@ -146,11 +214,19 @@ def model_options(encoder: str | None, no_discussion: bool, opts: list[str], *, 
     if llm is not None and model is not None:
         given = llm.given()
         if (given or llm.dry_run) and not uses_llm(model):
-            fail(f"{', '.join(llm.flag_names())}: only for LLM models (openai:<model>, local:<name>, or an ensemble "
-                 f"with one), not {model!r}")
+            fail(
+                f"{', '.join(llm.flag_names())}: only for LLM models (openai:<model>, local:<name>, or an ensemble "
+                f"with one), not {model!r}"
+            )
         extra.update(given)
-    return ModelOptions(encoder=encoder, include_discussion=not no_discussion, seed=seed, show_progress=progress,
-                        batch_size=batch_size, extra=extra)
+    return ModelOptions(
+        encoder=encoder,
+        include_discussion=not no_discussion,
+        seed=seed,
+        show_progress=progress,
+        batch_size=batch_size,
+        extra=extra,
+    )
 
 
 class UserErrorGroup(TyperGroup):

@@ -52,27 +52,46 @@ def _fail(e: Exception) -> NoReturn:
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="Records file to write (.jsonl, .csv or .parquet).")]
 Overwrite = Annotated[
-    bool, typer.Option("--overwrite", help="Replace the output file instead of merging into it by id (merging keeps fields added later, e.g. labels).")
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace the output file instead of merging into it by id (merging keeps fields added later, e.g. labels).",
+    ),
 ]
 BaseUrl = Annotated[
-    Optional[str], typer.Option("--base-url", envvar="GITHUB_API_URL", help="API root (GitHub Enterprise: https://HOST/api/v3).")
+    Optional[str],
+    typer.Option("--base-url", envvar="GITHUB_API_URL", help="API root (GitHub Enterprise: https://HOST/api/v3)."),
 ]
-UseCache = Annotated[bool, typer.Option("--cache/--no-cache", help="Conditional requests with stored ETags (a refresh costs little).")]
-CacheFile = Annotated[Optional[Path], typer.Option("--cache-file", help="ETag store; default: OUTPUT.etags.sqlite beside the output.")]
-SkipBots = Annotated[bool, typer.Option("--skip-bot-comments", help="Leave comments by bot accounts out of the discussion.")]
-MaxAttempts = Annotated[int, typer.Option("--max-attempts", min=1, help="Attempts per request (5xx, connection errors, rate limits).")]
-MaxWait = Annotated[float, typer.Option("--max-wait", min=0, help="Longest single rate-limit wait in seconds before giving up.")]
+UseCache = Annotated[
+    bool, typer.Option("--cache/--no-cache", help="Conditional requests with stored ETags (a refresh costs little).")
+]
+CacheFile = Annotated[
+    Optional[Path], typer.Option("--cache-file", help="ETag store; default: OUTPUT.etags.sqlite beside the output.")
+]
+SkipBots = Annotated[
+    bool, typer.Option("--skip-bot-comments", help="Leave comments by bot accounts out of the discussion.")
+]
+MaxAttempts = Annotated[
+    int, typer.Option("--max-attempts", min=1, help="Attempts per request (5xx, connection errors, rate limits).")
+]
+MaxWait = Annotated[
+    float, typer.Option("--max-wait", min=0, help="Longest single rate-limit wait in seconds before giving up.")
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and the summary.")]
 
 
-def _client(base_url: str | None, cache: bool, cache_file: Path | None, output: Path, max_attempts: int, max_wait: float):
+def _client(
+    base_url: str | None, cache: bool, cache_file: Path | None, output: Path, max_attempts: int, max_wait: float
+):
     from classify.ingest import GitHubClient, ResponseCache, RetryPolicy, default_cache_path, token_from_env
 
     token = token_from_env()
     if not token:
         log.warning("GITHUB_TOKEN is not set: unauthenticated requests are limited to 60 an hour")
     store = ResponseCache(cache_file or default_cache_path(output)) if cache else None
-    return GitHubClient(token=token, base_url=base_url, cache=store, policy=RetryPolicy(max_attempts=max_attempts, max_wait=max_wait))
+    return GitHubClient(
+        token=token, base_url=base_url, cache=store, policy=RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)
+    )
 
 
 def _close(client) -> None:
@@ -85,7 +104,9 @@ def _close(client) -> None:
 def github_cmd(
     repo: Annotated[list[str], typer.Option("--repo", "-r", help="OWNER/NAME; repeat for several repositories.")],
     output: Output,
-    since: Annotated[Optional[str], typer.Option(help="Only issues updated at or after this date (YYYY-MM-DD or ISO time).")] = None,
+    since: Annotated[
+        Optional[str], typer.Option(help="Only issues updated at or after this date (YYYY-MM-DD or ISO time).")
+    ] = None,
     state: Annotated[State, typer.Option(help="Issue state.")] = State.all,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Stop after this many issues per repository.")] = None,
     per_page: Annotated[int, typer.Option(min=1, max=100, help="Page size (GitHub allows up to 100).")] = 100,
@@ -95,15 +116,18 @@ def github_cmd(
     overwrite: Overwrite = False,
     skip_bot_comments: SkipBots = False,
     comments: Annotated[
-        Comments, typer.Option(help="How to get comments: per issue, or the repository-wide listing (100 a request); auto picks the cheaper.")
+        Comments,
+        typer.Option(
+            help="How to get comments: per issue, or the repository-wide listing (100 a request); auto picks the cheaper."
+        ),
     ] = Comments.auto,
     max_attempts: MaxAttempts = 6,
     max_wait: MaxWait = 3900.0,
     quiet: Quiet = False,
 ) -> None:
     """Pull the issues of one or more repositories, with their comments; pull requests are skipped."""
-    from classify.ingest import CacheError, FetchError, RefError, fetch_repo_issues, normalize_since, write_fetched
     from classify.core.records import RecordsError
+    from classify.ingest import CacheError, FetchError, RefError, fetch_repo_issues, normalize_since, write_fetched
 
     _setup_logging(quiet)
     try:
@@ -119,12 +143,20 @@ def github_cmd(
         # for) keeps what came before; pages already fetched stay in the ETag cache.
         for i, r in enumerate(repo):
             res = fetch_repo_issues(
-                client, r, state=state.value, since=since_iso, limit=limit, per_page=per_page,
-                skip_bot_comments=skip_bot_comments, comments=comments.value,
+                client,
+                r,
+                state=state.value,
+                since=since_iso,
+                limit=limit,
+                per_page=per_page,
+                skip_bot_comments=skip_bot_comments,
+                comments=comments.value,
                 progress=lambda n, prs, r=r: log.info("%s: %d issues so far (%d pull requests skipped)", r, n, prs),
             )
             summary = write_fetched(output, res.rows, overwrite=overwrite and i == 0)
-            typer.echo(f"{r}: {len(res.rows)} issues, {len(res.skipped_prs)} pull requests skipped; {summary}", err=True)
+            typer.echo(
+                f"{r}: {len(res.rows)} issues, {len(res.skipped_prs)} pull requests skipped; {summary}", err=True
+            )
     except (FetchError, RecordsError, RefError, ValueError) as e:
         _fail(e)
     finally:
@@ -138,7 +170,11 @@ def urls_cmd(
     refs: Annotated[Optional[list[str]], typer.Argument(help="Issue URLs or OWNER/NAME#N.")] = None,
     from_file: Annotated[
         Optional[Path],
-        typer.Option("--from", "-f", help="A .txt file with one URL a line, or a CSV/JSONL/Parquet table whose other columns (labels) are kept."),
+        typer.Option(
+            "--from",
+            "-f",
+            help="A .txt file with one URL a line, or a CSV/JSONL/Parquet table whose other columns (labels) are kept.",
+        ),
     ] = None,
     url_column: Annotated[str, typer.Option(help="URL column of a --from table.")] = "url",
     base_url: BaseUrl = None,
@@ -155,8 +191,8 @@ def urls_cmd(
     Missing issues and pull requests are listed and left out; the rest is written and the exit
     code is 1 if any reference failed.
     """
-    from classify.ingest import CacheError, FetchError, RefError, fetch_issue_refs, read_issue_refs, write_fetched
     from classify.core.records import RecordsError
+    from classify.ingest import CacheError, FetchError, RefError, fetch_issue_refs, read_issue_refs, write_fetched
 
     _setup_logging(quiet)
     items: list = [(r, {}) for r in refs or []]
@@ -173,7 +209,9 @@ def urls_cmd(
         _fail(e)
     try:
         res = fetch_issue_refs(
-            client, items, skip_bot_comments=skip_bot_comments,
+            client,
+            items,
+            skip_bot_comments=skip_bot_comments,
             progress=lambda i, n: log.info("%d/%d references done", i, n) if i % 50 == 0 or i == n else None,
         )
         summary = write_fetched(output, res.rows, overwrite=overwrite) if res.rows else None
@@ -193,7 +231,9 @@ def urls_cmd(
 
 @fetch_app.command("gh-json")
 def gh_json_cmd(
-    path: Annotated[Path, typer.Argument(help="Output of `gh issue list --json number,title,body,url,createdAt,comments,...`.")],
+    path: Annotated[
+        Path, typer.Argument(help="Output of `gh issue list --json number,title,body,url,createdAt,comments,...`.")
+    ],
     output: Output,
     repo: Annotated[Optional[str], typer.Option(help="OWNER/NAME, if the export has no `url` field.")] = None,
     overwrite: Overwrite = False,
@@ -201,8 +241,8 @@ def gh_json_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Import a `gh issue list/view --json ...` export (or `gh api` REST JSON)."""
-    from classify.ingest import RefError, import_gh_json, write_fetched
     from classify.core.records import RecordsError
+    from classify.ingest import RefError, import_gh_json, write_fetched
 
     _setup_logging(quiet)
     try:
@@ -218,16 +258,23 @@ def csv_cmd(
     path: Annotated[Path, typer.Argument(help="A CSV (or JSONL/Parquet) table of issues.")],
     output: Output,
     map_: Annotated[
-        Optional[list[str]], typer.Option("--map", "-m", help="FIELD=COLUMN pairs, comma-separated or repeated: --map title=Title,body=Description.")
+        Optional[list[str]],
+        typer.Option(
+            "--map", "-m", help="FIELD=COLUMN pairs, comma-separated or repeated: --map title=Title,body=Description."
+        ),
     ] = None,
-    repo: Annotated[Optional[str], typer.Option(help="OWNER/NAME for all rows, to derive ids from a number column.")] = None,
-    drop_unmapped: Annotated[bool, typer.Option("--drop-unmapped", help="Keep only record fields, not the table's other columns.")] = False,
+    repo: Annotated[
+        Optional[str], typer.Option(help="OWNER/NAME for all rows, to derive ids from a number column.")
+    ] = None,
+    drop_unmapped: Annotated[
+        bool, typer.Option("--drop-unmapped", help="Keep only record fields, not the table's other columns.")
+    ] = False,
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
     """Import a table with a column mapping; ids are derived from URLs or repo + number when absent."""
-    from classify.ingest import RefError, import_table, parse_mapping, write_fetched
     from classify.core.records import RecordsError
+    from classify.ingest import RefError, import_table, parse_mapping, write_fetched
 
     _setup_logging(quiet)
     try:

@@ -9,23 +9,58 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from classify.cli.common import (BatchSize, EncoderName, GoldPath, LLMFlags, ModelOpts, ModelSpec, NoDiscussion, Seed,
-                                 TaxonomyPath, console, err, fail, model_options, parse_opts, with_llm_flags)
+from classify.cli.common import (
+    BatchSize,
+    EncoderName,
+    GoldPath,
+    LLMFlags,
+    ModelOpts,
+    ModelSpec,
+    NoDiscussion,
+    Seed,
+    TaxonomyPath,
+    console,
+    err,
+    fail,
+    model_options,
+    parse_opts,
+    with_llm_flags,
+)
 from classify.core import paths
 
 
 @with_llm_flags
 def run_cmd(
     model: ModelSpec = "embed-logreg",
-    input: Annotated[Path, typer.Option("--input", "-i", help="Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder.")] = paths.DEFAULT_INPUT,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face dataset).")] = Path("labels.jsonl"),
+    input: Annotated[
+        Path,
+        typer.Option("--input", "-i", help="Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder."),
+    ] = paths.DEFAULT_INPUT,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face dataset).",
+        ),
+    ] = Path("labels.jsonl"),
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output and discard any checkpoint.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing output and discard any checkpoint.")
+    ] = False,
     chunk_size: Annotated[int, typer.Option("--chunk-size", min=1, help="Records per checkpointed chunk.")] = 256,
-    screen: Annotated[bool, typer.Option("--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports.")] = False,
+    screen: Annotated[
+        bool,
+        typer.Option("--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports."),
+    ] = False,
     screen_model: Annotated[str, typer.Option("--screen-model", help="Model spec for screening.")] = "embed-logreg",
-    screen_opt: Annotated[list[str], typer.Option("--screen-opt", help="Screening model option key=value (repeatable); --opt is the labeling model's only.")] = [],  # noqa: B006
+    screen_opt: Annotated[
+        list[str],
+        typer.Option(
+            "--screen-opt", help="Screening model option key=value (repeatable); --opt is the labeling model's only."
+        ),
+    ] = [],  # noqa: B006
     seed: Seed = 0,
     encoder: EncoderName = None,
     no_discussion: NoDiscussion = False,
@@ -40,12 +75,14 @@ def run_cmd(
     from classify.classifiers.base import ModelOptions
     from classify.labeling.pipeline import Progress, estimate_labeling, label_file
 
-    options = model_options(encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm,
-                            model=model)
+    options = model_options(
+        encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm, model=model
+    )
     if screen_opt and not screen:
         fail("--screen-opt: only with --screen")
-    screen_options = ModelOptions(seed=seed, show_progress=False, batch_size=batch_size,
-                                  extra=parse_opts(screen_opt, "--screen-opt"))
+    screen_options = ModelOptions(
+        seed=seed, show_progress=False, batch_size=batch_size, extra=parse_opts(screen_opt, "--screen-opt")
+    )
     if llm.dry_run:
         for text in estimate_labeling(model, input, taxonomy=taxonomy, gold=gold, options=options, screen=screen):
             console.print(text)
@@ -53,38 +90,63 @@ def run_cmd(
     enc_bar = tqdm(total=None, desc="encoding", unit="rec", file=sys.stderr, delay=0.5)
     bar = tqdm(total=None, desc="labeling", unit="rec", file=sys.stderr)
     try:
-        summary = label_file(model, input, out, taxonomy=taxonomy, gold=gold, options=options, force=force,
-                             chunk_size=chunk_size, screen=screen, screen_model=screen_model,
-                             screen_options=screen_options,
-                             progress=Progress(log=lambda m: err.print(m, markup=False, highlight=False),
-                                               encoded=enc_bar.update, labeled=bar.update))
+        summary = label_file(
+            model,
+            input,
+            out,
+            taxonomy=taxonomy,
+            gold=gold,
+            options=options,
+            force=force,
+            chunk_size=chunk_size,
+            screen=screen,
+            screen_model=screen_model,
+            screen_options=screen_options,
+            progress=Progress(
+                log=lambda m: err.print(m, markup=False, highlight=False), encoded=enc_bar.update, labeled=bar.update
+            ),
+        )
     except Exception as e:
         from classify.classifiers.llm.client import LLMError
 
         if isinstance(e, LLMError):
-            fail(f"{e}\n(finished chunks are kept in the checkpoint: the same command resumes; cached answers are "
-                 "not asked again)")
+            fail(
+                f"{e}\n(finished chunks are kept in the checkpoint: the same command resumes; cached answers are "
+                "not asked again)"
+            )
         raise
     finally:
         enc_bar.close()
         bar.close()
     inv = ", ".join(f"{d} {n}" for d, n in summary.invalid.items() if n) or "none"
     scr = f"; screened out as not failure reports: {summary.screened_out}" if screen else ""
-    err.print(f"wrote {summary.total} rows to {out} ({summary.labeled} labeled now, {summary.resumed} resumed "
-              f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s", markup=False, highlight=False)
+    err.print(
+        f"wrote {summary.total} rows to {out} ({summary.labeled} labeled now, {summary.resumed} resumed "
+        f"from a checkpoint; invalid: {inv}{scr}) in {summary.seconds:.1f} s",
+        markup=False,
+        highlight=False,
+    )
     st = summary.model_stats
     if st is not None:
-        err.print(f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
-                  f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
-                  + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),
-                  markup=False, highlight=False)
+        err.print(
+            f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
+            f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
+            + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),
+            markup=False,
+            highlight=False,
+        )
 
 
 def report_cmd(
     labels: Annotated[Path, typer.Argument(help="A labels file written by `classify run`.")],
     taxonomy: TaxonomyPath = None,
-    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="The labeled input, to show example titles.")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/).")] = None,
+    input: Annotated[
+        Optional[Path], typer.Option("--input", "-i", help="The labeled input, to show example titles.")
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path],
+        typer.Option("--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/)."),
+    ] = None,
 ) -> None:
     """Distribution of symptoms and root causes (and groups) with 95% intervals, per library and overall."""
     from classify.core.taxonomy import load_taxonomy
@@ -93,14 +155,20 @@ def report_cmd(
     tax = load_taxonomy(taxonomy)
     out = out_dir or labels.with_name(labels.stem + ".report")
     stats = write_corpus_report(labels, tax, out, input)
-    console.print(f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
-                  f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}")
+    console.print(
+        f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
+        f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}"
+    )
     for name, d in stats["dimensions"].items():
         t = Table(title=f"{name} (n={d['overall']['n']}, no label: {d['overall']['n_missing']})")
         for col in ("category", "n", "share", "95% CI"):
             t.add_column(col)
         for cat, sh in d["overall"]["shares"].items():
-            t.add_row(cat, str(sh["k"]), f"{100 * sh['share']:.2f}%" if sh["n"] else "-",
-                      f"[{100 * sh['lo']:.1f}, {100 * sh['hi']:.1f}]" if sh["n"] else "-")
+            t.add_row(
+                cat,
+                str(sh["k"]),
+                f"{100 * sh['share']:.2f}%" if sh["n"] else "-",
+                f"[{100 * sh['lo']:.1f}, {100 * sh['hi']:.1f}]" if sh["n"] else "-",
+            )
         console.print(t)
     console.print(f"report: {out}/report.html")

@@ -11,8 +11,12 @@ from classify.cli.fetch import fetch_app
 from classify.cli.review import review_app
 from classify.cli.taxonomy import gold_app, taxonomy_app
 
-app = typer.Typer(cls=UserErrorGroup, no_args_is_help=True, add_completion=False,
-                  help="Label issue reports against a taxonomy and measure agreement with coders.")
+app = typer.Typer(
+    cls=UserErrorGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Label issue reports against a taxonomy and measure agreement with coders.",
+)
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
 app.add_typer(fetch_app, name="fetch")

@@ -13,7 +13,9 @@ from classify.cli.common import console
 
 
 def models_cmd(
-    options: Annotated[Optional[str], typer.Option("--options", help="Show the --opt keys of this spec: type, default, meaning.")] = None,
+    options: Annotated[
+        Optional[str], typer.Option("--options", help="Show the --opt keys of this spec: type, default, meaning.")
+    ] = None,
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
     from classify.classifiers.base import known_specs, options_schema

@@ -20,10 +20,20 @@ review_app = typer.Typer(
 
 DEFAULT_QUEUE = Path("review") / "queue.json"
 QueuePath = Annotated[Path, typer.Option("--queue", "-q", help="Queue file (from `classify review build`).")]
-DecisionsPath = Annotated[Optional[Path], typer.Option("--decisions", "-d", help="Decisions JSONL (default: decisions.jsonl beside the queue).")]
-Reviewer = Annotated[Optional[str], typer.Option("--reviewer", "-r", help="Your name for the history (default: $CLASSIFY_REVIEWER or your login).")]
-QueueGold = Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold file (default: the one the queue was built from).")]
-QueueTaxonomy = Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook (default: the one the queue was built from).")]
+DecisionsPath = Annotated[
+    Optional[Path],
+    typer.Option("--decisions", "-d", help="Decisions JSONL (default: decisions.jsonl beside the queue)."),
+]
+Reviewer = Annotated[
+    Optional[str],
+    typer.Option("--reviewer", "-r", help="Your name for the history (default: $CLASSIFY_REVIEWER or your login)."),
+]
+QueueGold = Annotated[
+    Optional[Path], typer.Option("--gold", "-g", help="Gold file (default: the one the queue was built from).")
+]
+QueueTaxonomy = Annotated[
+    Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook (default: the one the queue was built from).")
+]
 
 
 def _reviewer(name: str | None) -> str:
@@ -55,11 +65,11 @@ def _decisions_path(queue: Path, decisions: Path | None) -> Path:
 
 def _load(queue_path: Path, gold: Path | None, taxonomy: Path | None):
     """Queue, taxonomy and gold, checked to belong together."""
-    from classify.core.records import RecordsError
     from classify.core.goldfile import load_gold_for
+    from classify.core.records import RecordsError
+    from classify.core.taxonomy import TaxonomyError, load_taxonomy
     from classify.review.queue import check_queue_matches
     from classify.review.schema import QueueError, load_queue
-    from classify.core.taxonomy import TaxonomyError, load_taxonomy
 
     try:
         q = load_queue(queue_path)
@@ -85,27 +95,68 @@ def review_main(
 
 @review_app.command("build")
 def build(
-    eval_runs: Annotated[list[Path], typer.Option("--eval", "-e", help="Eval run folder (evals/<run>); repeatable.")] = [],
-    labels: Annotated[list[Path], typer.Option("--labels", "-l", help="`classify run` output on unlabeled data; repeatable.")] = [],
-    inputs: Annotated[list[Path], typer.Option("--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl).")] = [],
-    notes: Annotated[Optional[Path], typer.Option("--notes", help="Adjudication notes (JSONL with id + note, e.g. gold/adjudication.jsonl): queue items whose note has a CODEBOOK: proposal.")] = None,
-    task: Annotated[Optional[Task], typer.Option("--task", help="labels (default) or screening: shorthand for -t codebook/screening-v1.yaml, as in `classify eval --task screening`.")] = None,
-    gold: Annotated[Optional[Path], typer.Option("--gold", "-g", help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy).")] = None,
-    taxonomy: Annotated[Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml).")] = None,
-    dimension: Annotated[list[str], typer.Option("--dimension", help="Only these dimensions (repeatable; default all).")] = [],
-    min_confidence: Annotated[float, typer.Option(min=0.0, max=1.0, help="--labels: queue labels below this confidence.")] = 0.5,
-    no_cleanlab: Annotated[bool, typer.Option("--no-cleanlab", help="Skip cleanlab's likely-mislabeled check on eval runs.")] = False,
+    eval_runs: Annotated[
+        list[Path], typer.Option("--eval", "-e", help="Eval run folder (evals/<run>); repeatable.")
+    ] = [],
+    labels: Annotated[
+        list[Path], typer.Option("--labels", "-l", help="`classify run` output on unlabeled data; repeatable.")
+    ] = [],
+    inputs: Annotated[
+        list[Path],
+        typer.Option("--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl)."),
+    ] = [],
+    notes: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--notes",
+            help="Adjudication notes (JSONL with id + note, e.g. gold/adjudication.jsonl): queue items whose note has a CODEBOOK: proposal.",
+        ),
+    ] = None,
+    task: Annotated[
+        Optional[Task],
+        typer.Option(
+            "--task",
+            help="labels (default) or screening: shorthand for -t codebook/screening-v1.yaml, as in `classify eval --task screening`.",
+        ),
+    ] = None,
+    gold: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--gold",
+            "-g",
+            help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy).",
+        ),
+    ] = None,
+    taxonomy: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--taxonomy",
+            "-t",
+            help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml).",
+        ),
+    ] = None,
+    dimension: Annotated[
+        list[str], typer.Option("--dimension", help="Only these dimensions (repeatable; default all).")
+    ] = [],
+    min_confidence: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="--labels: queue labels below this confidence.")
+    ] = 0.5,
+    no_cleanlab: Annotated[
+        bool, typer.Option("--no-cleanlab", help="Skip cleanlab's likely-mislabeled check on eval runs.")
+    ] = False,
     max_items: Annotated[Optional[int], typer.Option(min=1, help="Keep only the top N items.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Queue file to write.")] = DEFAULT_QUEUE,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing queue (decisions made on it may become stale).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing queue (decisions made on it may become stale).")
+    ] = False,
 ):
     """Collect the items worth a human look, each with its reasons, most instructive first."""
-    from classify.core.records import RecordsError
     from classify.core.goldfile import is_screening, load_gold_for
-    from classify.review.queue import build_queue
-    from classify.review.schema import QueueError, save_queue
+    from classify.core.records import RecordsError
     from classify.core.screening import SCREENING_TAXONOMY
     from classify.core.taxonomy import TaxonomyError, load_taxonomy
+    from classify.review.queue import build_queue
+    from classify.review.schema import QueueError, save_queue
 
     if out.exists() and not force:
         fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")
@@ -113,24 +164,40 @@ def build(
         # The taxonomy decides how gold is read (goldfile.py); --task only picks the default codebook.
         tax = load_taxonomy(taxonomy or (SCREENING_TAXONOMY if task == "screening" else None))
         if task is not None and is_screening(tax) != (task == "screening"):
-            fail(f"--task {task.value} does not fit {tax.path} ({tax.label}): "
-                  + ("a screening taxonomy has the dimension 'screening' with the category 'failure_report'"
-                     if task == "screening" else "it is a screening taxonomy; use --task screening"))
+            fail(
+                f"--task {task.value} does not fit {tax.path} ({tax.label}): "
+                + (
+                    "a screening taxonomy has the dimension 'screening' with the category 'failure_report'"
+                    if task == "screening"
+                    else "it is a screening taxonomy; use --task screening"
+                )
+            )
         g = load_gold_for(gold, tax)
         if labels and not inputs:
             inputs = [paths.DEFAULT_INPUT]
-        q, counts = build_queue(g, eval_runs, labels, inputs, notes, dimension or None, min_confidence,
-                                not no_cleanlab, max_items)
+        q, counts = build_queue(
+            g, eval_runs, labels, inputs, notes, dimension or None, min_confidence, not no_cleanlab, max_items
+        )
     except (QueueError, TaxonomyError, RecordsError) as e:
         fail(str(e))
     save_queue(q, out)
-    console.print(f"wrote {out}: {len(q.items)} items ({tax.label}, gold {g.hash}); reasons: "
-                  + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"), highlight=False)
+    console.print(
+        f"wrote {out}: {len(q.items)} items ({tax.label}, gold {g.hash}); reasons: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"),
+        highlight=False,
+    )
     t = Table(title="first items")
     for c in ("#", "id", "dimension", "score", "gold", "reasons"):
         t.add_column(c)
     for i, it in enumerate(q.items[:10], 1):
-        t.add_row(str(i), it.id, it.dimension, f"{it.score:.2f}", str(it.gold), ", ".join(sorted({r.kind for r in it.reasons})))
+        t.add_row(
+            str(i),
+            it.id,
+            it.dimension,
+            f"{it.score:.2f}",
+            str(it.gold),
+            ", ".join(sorted({r.kind for r in it.reasons})),
+        )
     console.print(t)
 
 
@@ -155,8 +222,11 @@ def session(
     except DecisionsError as e:
         fail(f"{e}\nFix or move the decisions file before resuming.")
     state = "stopped" if res.stopped else "queue done"
-    console.print(f"{state}: {res.decided} decisions saved to {path} in this session; {res.remaining} items left "
-                  f"of {res.total}" + (" (run the same command to continue)" if res.remaining else ""), highlight=False)
+    console.print(
+        f"{state}: {res.decided} decisions saved to {path} in this session; {res.remaining} items left "
+        f"of {res.total}" + (" (run the same command to continue)" if res.remaining else ""),
+        highlight=False,
+    )
 
 
 @review_app.command("status")
@@ -173,9 +243,13 @@ def status(queue: QueuePath = DEFAULT_QUEUE, decisions: DecisionsPath = None):
     except DecisionsError as e:
         fail(str(e))
     c = Counter(d.action for d in eff)
-    console.print(f"{queue}: {len(q.items)} items, {len(eff)} decided ("
-                  + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + f"), {sum(1 for d in eff if d.proposals)} "
-                  f"with a taxonomy proposal", highlight=False)
+    console.print(
+        f"{queue}: {len(q.items)} items, {len(eff)} decided ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+        + f"), {sum(1 for d in eff if d.proposals)} "
+        f"with a taxonomy proposal",
+        highlight=False,
+    )
 
 
 @review_app.command("export")
@@ -186,9 +260,8 @@ def export(
 ):
     """The queue as a CSV sheet (decisions so far filled in) for review in a spreadsheet."""
     from classify.review.decisions import DecisionsError, read_decisions
-    from classify.review.sheet import export_csv
-
     from classify.review.schema import QueueError, load_queue
+    from classify.review.sheet import export_csv
 
     try:
         q = load_queue(queue)
@@ -196,8 +269,10 @@ def export(
     except (QueueError, DecisionsError) as e:
         fail(str(e))
     n = export_csv(q, out, existing)
-    console.print(f"wrote {out}: {n} rows; fill action/label/note (and proposal* columns), then `classify review import {out}`",
-                  highlight=False)
+    console.print(
+        f"wrote {out}: {n} rows; fill action/label/note (and proposal* columns), then `classify review import {out}`",
+        highlight=False,
+    )
 
 
 @review_app.command("import")
@@ -206,7 +281,9 @@ def import_(
     queue: QueuePath = DEFAULT_QUEUE,
     decisions: DecisionsPath = None,
     reviewer: Reviewer = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Replace the decisions file instead of adding to it.")] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace the decisions file instead of adding to it.")
+    ] = False,
 ):
     """Read a filled sheet into the decisions file; a sheet with any bad row changes nothing."""
     from classify.review.decisions import DecisionsError
@@ -227,16 +304,27 @@ def apply(
     decisions: DecisionsPath = None,
     gold: QueueGold = None,
     taxonomy: QueueTaxonomy = None,
-    out_gold: Annotated[Optional[Path], typer.Option("--out-gold", help="New gold file (default: <gold>.v<N+1>.jsonl beside it).")] = None,
-    out_taxonomy: Annotated[Optional[Path], typer.Option("--out-taxonomy", help="New codebook (default: taxonomy-v<version>.yaml beside it).")] = None,
-    version: Annotated[Optional[str], typer.Option("--version", help="New taxonomy version (default: current + 1).")] = None,
-    note: Annotated[Optional[str], typer.Option("--note", help="A note for this version's changelog release entry.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check and show what would change; write nothing.")] = False,
+    out_gold: Annotated[
+        Optional[Path], typer.Option("--out-gold", help="New gold file (default: <gold>.v<N+1>.jsonl beside it).")
+    ] = None,
+    out_taxonomy: Annotated[
+        Optional[Path],
+        typer.Option("--out-taxonomy", help="New codebook (default: taxonomy-v<version>.yaml beside it)."),
+    ] = None,
+    version: Annotated[
+        Optional[str], typer.Option("--version", help="New taxonomy version (default: current + 1).")
+    ] = None,
+    note: Annotated[
+        Optional[str], typer.Option("--note", help="A note for this version's changelog release entry.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check and show what would change; write nothing.")
+    ] = False,
 ):
     """Write a new gold version (with per-item history) and, if proposals were made, a new taxonomy version."""
+    from classify.core.goldfile import is_screening
     from classify.review.apply import ApplyError, next_gold_path, next_taxonomy_path, plan_apply, write_plan
     from classify.review.decisions import DecisionsError, read_decisions
-    from classify.core.goldfile import is_screening
 
     q, tax, g = _load(queue, gold, taxonomy)
     path = _decisions_path(queue, decisions)
@@ -261,8 +349,10 @@ def apply(
     console.print(t)
     for ch in plan.changes:
         console.print(f"taxonomy: {ch.proposal.describe()}  <- {', '.join(ch.items)}", highlight=False)
-    console.print(f"{plan.confirmed} gold labels confirmed, {plan.ambiguous} marked ambiguous, "
-                  f"{len(plan.added)} new items added", highlight=False)
+    console.print(
+        f"{plan.confirmed} gold labels confirmed, {plan.ambiguous} marked ambiguous, {len(plan.added)} new items added",
+        highlight=False,
+    )
     if dry_run:
         console.print("dry run: nothing written", highlight=False)
         return
@@ -272,7 +362,9 @@ def apply(
         fail(str(e))
     tax_arg = new_tax_path or _show(tax.path)
     task_arg = "--task screening " if is_screening(tax) else ""
-    console.print(f"wrote {out_gold} ({len(plan.gold_rows)} records, valid against {plan.taxonomy.label})"
-                  + (f" and {new_tax_path} ({plan.taxonomy.label})" if new_tax_path else "")
-                  + f"\nre-evaluate: classify eval {task_arg}-g {out_gold} -t {tax_arg} --compare <previous eval run>",
-                  highlight=False)
+    console.print(
+        f"wrote {out_gold} ({len(plan.gold_rows)} records, valid against {plan.taxonomy.label})"
+        + (f" and {new_tax_path} ({plan.taxonomy.label})" if new_tax_path else "")
+        + f"\nre-evaluate: classify eval {task_arg}-g {out_gold} -t {tax_arg} --compare <previous eval run>",
+        highlight=False,
+    )

@@ -66,22 +66,31 @@ def gold_stats(
     s = gold_summary(load_gold_for(gold, tax), n_boot=n_boot)
     console.print(f"[bold]{s['path']}[/]: {s['n']} records, taxonomy {s['taxonomy']}, content hash {s['hash']}")
     for d, dim in s["dimensions"].items():
-        t = Table(title=f"{d}: {dim['n']} labeled, {dim['n_missing']} without a label (left out of training/evaluation)")
+        t = Table(
+            title=f"{d}: {dim['n']} labeled, {dim['n_missing']} without a label (left out of training/evaluation)"
+        )
         t.add_column("category")
         if dim["has_groups"]:
             t.add_column("group")
         t.add_column("n", justify="right")
         t.add_column("%", justify="right")
         for c in dim["categories"]:
-            t.add_row(*([c["id"]] + ([c["group"]] if dim["has_groups"] else [])
-                        + [str(c["n"]), f"{100 * c['n'] / max(dim['n'], 1):.1f}"]))
+            t.add_row(
+                *(
+                    [c["id"]]
+                    + ([c["group"]] if dim["has_groups"] else [])
+                    + [str(c["n"]), f"{100 * c['n'] / max(dim['n'], 1):.1f}"]
+                )
+            )
         console.print(t)
     if s["coders"]:
         t = Table(title="Agreement between the gold set's two coding passes (Cohen's kappa, bootstrap 95% CI)")
         for col in ("dimension", "coders", "n", "kappa", "95% CI"):
             t.add_column(col)
         for name, a in s["coders"].items():
-            t.add_row(name, " vs ".join(a["coders"]), str(a["n"]), f"{a['kappa']:.3f}", f"[{a['lo']:.3f}, {a['hi']:.3f}]")
+            t.add_row(
+                name, " vs ".join(a["coders"]), str(a["n"]), f"{a['kappa']:.3f}", f"[{a['lo']:.3f}, {a['hi']:.3f}]"
+            )
         console.print(t)
     else:
         console.print("no second coder in this gold set: coder agreement not available")

@@ -71,9 +71,11 @@ def gold_from_records(records: list[Record], taxonomy: Taxonomy, source: str | P
         labels[dim] = [r.fields.get(dim) for r in records]
 
     coders: dict[str, dict[str, list]] = {}
-    coder_keys = sorted({k for r in records for k, v in r.fields.items() if k.startswith("coder_") and isinstance(v, dict)})
+    coder_keys = sorted(
+        {k for r in records for k, v in r.fields.items() if k.startswith("coder_") and isinstance(v, dict)}
+    )
     for ck in coder_keys:
-        name = ck[len("coder_"):]
+        name = ck[len("coder_") :]
         coders[name] = {}
         for dim in taxonomy.dimension_ids:
             vals = []

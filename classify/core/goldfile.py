@@ -51,7 +51,9 @@ def load_gold_for(path: str | Path | None, tax: Taxonomy) -> GoldSet:
     return load_gold(path, tax)
 
 
-def load_task(task: str, taxonomy: str | Path | None = None, gold: str | Path | None = None) -> tuple[Taxonomy, GoldSet]:
+def load_task(
+    task: str, taxonomy: str | Path | None = None, gold: str | Path | None = None
+) -> tuple[Taxonomy, GoldSet]:
     """Taxonomy and gold set of a task: `labels` (symptom / root cause) or `screening` (failure
     report or not), each defaulting to the shipped codebook and gold."""
     if task not in TASKS:

@@ -83,7 +83,9 @@ def _split_folder(path: Path) -> Path:
     if len(splits) != 1:
         raise RecordsError(
             f"{path}: a DatasetDict with splits {', '.join(map(str, splits))}; give the folder of one split, "
-            f"e.g. {path / str(splits[0])}" if splits else f"{path}: a DatasetDict with no splits"
+            f"e.g. {path / str(splits[0])}"
+            if splits
+            else f"{path}: a DatasetDict with no splits"
         )
     return path / str(splits[0])
 

@@ -18,8 +18,15 @@ from classify.core.errors import ClassifyError
 from classify.core.textio import BOM, decode_utf8, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
-FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
-           ".arrow": "arrow"}
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+}
 # A folder written by `Dataset.save_to_disk` (classify.core.hfdataset); outputs ending in .hf are written as one.
 DATASET = "dataset"
 DATASET_SUFFIX = ".hf"
@@ -103,7 +110,7 @@ def read_json_lines(path: str | Path, *, drop_torn_tail: bool = False) -> JsonLi
     """
     data = Path(path).read_bytes()
     if data.startswith(BOM):
-        data = data[len(BOM):]
+        data = data[len(BOM) :]
     raw_lines = data.split(b"\n")
     out = JsonLines([], [])
     offset = 0
@@ -150,7 +157,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     fmt = format_of(path)
     if fmt == "jsonl":
         got = read_json_lines(path)
-        problems = got.problems + [(ln.number, "not a JSON object") for ln in got.lines if not isinstance(ln.value, dict)]
+        problems = got.problems + [
+            (ln.number, "not a JSON object") for ln in got.lines if not isinstance(ln.value, dict)
+        ]
         if problems:
             raise RecordsError(f"{path}: malformed JSONL ({len(problems)} lines): " + line_problems(problems))
         return [ln.value for ln in got.lines]

@@ -15,7 +15,6 @@ Schema (see codebook/taxonomy-v1.yaml):
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from classify.core.errors import ClassifyError
 from classify.core.paths import DEFAULT_TAXONOMY
 from classify.core.textio import read_text
 

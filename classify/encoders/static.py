@@ -21,7 +21,6 @@ the table is kept in float32 (30 MB instead of 15 MB: averaging float16 rows in 
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from classify.core.errors import ClassifyError
 from classify.core.paths import cache_dir
 
 PCA_DIMS = 256
@@ -110,16 +110,28 @@ class StaticSentenceEncoder:
         self.path, self.distilled = distill_static(folder, static_dir(weights_key))
         from model2vec import StaticModel
 
-        self.model = StaticModel.from_pretrained(str(self.path), normalize=True, max_length=MAX_LENGTH,
-                                                 force_download=False)
+        self.model = StaticModel.from_pretrained(
+            str(self.path), normalize=True, max_length=MAX_LENGTH, force_download=False
+        )
 
-    def encode(self, texts: list[str], batch_size: int = 32, show_progress_bar: bool = False,
-               convert_to_numpy: bool = True, normalize_embeddings: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: list[str],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = True,
+        normalize_embeddings: bool = False,
+    ) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.model.dim), dtype=np.float32)
         # Threads off: results are the same either way, and the machine has 2 cores.
-        v = self.model.encode(list(texts), batch_size=max(batch_size, ENCODE_BATCH), show_progress_bar=show_progress_bar,
-                              normalize=False, use_multiprocessing=False)
+        v = self.model.encode(
+            list(texts),
+            batch_size=max(batch_size, ENCODE_BATCH),
+            show_progress_bar=show_progress_bar,
+            normalize=False,
+            use_multiprocessing=False,
+        )
         v = np.asarray(v, dtype=np.float32)
         if normalize_embeddings or self.model.normalize:
             # A text with no known word piece has a zero vector and stays zero.

@@ -1,13 +1,13 @@
 """Evaluation: cross-validated agreement with gold, reports, comparisons, leaderboard, learning curves.
 
-    crossval        predictions on gold by models that never saw them (k-fold or a test file)
-    agreement       coders' kappa, group roll-up of category predictions
-    metrics         kappa with bootstrap CI, per-category scores, selective labeling
-    report          the run folder: metrics.json, report.md, predictions.jsonl, pictures
-    compare         an earlier run beside this one (same folds)
-    leaderboard     one table of run folders
-    learning_curve  kappa against gold size
-    pipeline        `run_eval`: what `classify eval` does, for Python users
+crossval        predictions on gold by models that never saw them (k-fold or a test file)
+agreement       coders' kappa, group roll-up of category predictions
+metrics         kappa with bootstrap CI, per-category scores, selective labeling
+report          the run folder: metrics.json, report.md, predictions.jsonl, pictures
+compare         an earlier run beside this one (same folds)
+leaderboard     one table of run folders
+learning_curve  kappa against gold size
+pipeline        `run_eval`: what `classify eval` does, for Python users
 """
 
 from typing import Any

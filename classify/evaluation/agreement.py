@@ -3,7 +3,8 @@ own kappa, and how category predictions roll up to groups."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from classify.classifiers.base import Prediction
 from classify.core.gold import GoldSet
@@ -62,5 +63,11 @@ def gold_summary(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[str, 
             "categories": [{"id": c.id, "group": c.group, "n": counts.get(c.id, 0)} for c in dim.categories],
             "has_groups": bool(dim.groups),
         }
-    return {"path": str(gold.path), "n": len(gold), "taxonomy": gold.taxonomy.label, "hash": gold.hash,
-            "dimensions": dims, "coders": coder_agreement(gold, n_boot=n_boot, seed=seed)}
+    return {
+        "path": str(gold.path),
+        "n": len(gold),
+        "taxonomy": gold.taxonomy.label,
+        "hash": gold.hash,
+        "dimensions": dims,
+        "coders": coder_agreement(gold, n_boot=n_boot, seed=seed),
+    }

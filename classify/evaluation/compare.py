@@ -54,8 +54,9 @@ def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[in
     old = load_run_metrics(run_dir)["meta"]
     if old.get("mode") != "cv" or (old.get("params") or {}).get("k") != k:
         return None, f"new folds: the earlier run is not a {k}-fold cross-validation"
-    prev = {str(r["id"]): r["fold"] for r in _predictions(run_dir)
-            if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k}
+    prev = {
+        str(r["id"]): r["fold"] for r in _predictions(run_dir) if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k
+    }
     if not prev:
         return None, "new folds: the earlier run has no per-record folds"
     folds, new = [], 0
@@ -65,11 +66,17 @@ def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[in
         else:
             new += 1
             folds.append(int(hashlib.sha256(i.encode()).hexdigest(), 16) % k)
-    return folds, f"folds of the earlier run reused ({len(ids) - new} records" + (f"; {new} new ones hashed to a fold)" if new else ")")
+    return folds, f"folds of the earlier run reused ({len(ids) - new} records" + (
+        f"; {new} new ones hashed to a fold)" if new else ")"
+    )
 
 
-def compare_metrics(new: dict[str, Any], new_meta: dict[str, Any], run_dir: str | Path,
-                    new_gold: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def compare_metrics(
+    new: dict[str, Any],
+    new_meta: dict[str, Any],
+    run_dir: str | Path,
+    new_gold: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The comparison block written into metrics.json and report.md.
 
     `new_gold`: id -> {dimension: gold label} of this evaluation, to count changed gold labels.
@@ -83,12 +90,20 @@ def compare_metrics(new: dict[str, Any], new_meta: dict[str, Any], run_dir: str 
         row = {"kappa": k["kappa"], "lo": k["lo"], "hi": k["hi"], "n": rep["n"]}
         if o is not None:
             ok = o["kappa"]
-            row.update(previous_kappa=ok["kappa"], previous_lo=ok["lo"], previous_hi=ok["hi"], previous_n=o["n"],
-                       delta=k["kappa"] - ok["kappa"])
+            row.update(
+                previous_kappa=ok["kappa"],
+                previous_lo=ok["lo"],
+                previous_hi=ok["hi"],
+                previous_n=o["n"],
+                delta=k["kappa"] - ok["kappa"],
+            )
         dims[name] = row
     out = {
         "previous_run": str(Path(run_dir)),
-        "previous": {k: om.get(k) for k in ("model", "taxonomy", "taxonomy_fingerprint", "gold", "gold_hash", "n_gold", "created_at")},
+        "previous": {
+            k: om.get(k)
+            for k in ("model", "taxonomy", "taxonomy_fingerprint", "gold", "gold_hash", "n_gold", "created_at")
+        },
         "same_taxonomy": om.get("taxonomy_fingerprint") == new_meta.get("taxonomy_fingerprint"),
         "same_gold": om.get("gold_hash") == new_meta.get("gold_hash"),
         "same_model": om.get("model") == new_meta.get("model"),
@@ -122,7 +137,11 @@ def render_comparison(c: dict[str, Any]) -> list[str]:
     if "gold_labels_changed" in c:
         ch = ", ".join(f"{d} {n}" for d, n in c["gold_labels_changed"].items()) or "none"
         lines.append(f"- {c['shared_items']} items in both runs; gold labels changed between them: {ch}")
-    lines += ["", "| dimension | kappa now [95% CI] | n | kappa before [95% CI] | n | change |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| dimension | kappa now [95% CI] | n | kappa before [95% CI] | n | change |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in c["dimensions"].items():
         now = f"{r['kappa']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
         if "previous_kappa" in r:
@@ -130,6 +149,10 @@ def render_comparison(c: dict[str, Any]) -> list[str]:
             lines.append(f"| {name} | {now} | {r['n']} | {before} | {r['previous_n']} | {r['delta']:+.3f} |")
         else:
             lines.append(f"| {name} | {now} | {r['n']} | - | - | - |")
-    lines += ["", "When gold labels or categories changed, part of a kappa change is the new labels, not the model: "
-              "compare on the same model to see what the review changed.", ""]
+    lines += [
+        "",
+        "When gold labels or categories changed, part of a kappa change is the new labels, not the model: "
+        "compare on the same model to see what the review changed.",
+        "",
+    ]
     return lines

@@ -12,11 +12,11 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.model_selection import StratifiedKFold
 
+from classify.classifiers.base import ModelOptions, Prediction, make_classifier
 from classify.core.gold import GoldSet
+from classify.core.records import Record
 from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
 from classify.evaluation.metrics import dimension_report
-from classify.classifiers.base import ModelOptions, Prediction, make_classifier
-from classify.core.records import Record
 
 # TF-IDF cosine (title + body) at or above which a training record counts as a near-duplicate of
 # an evaluated one: the same report filed twice, or copied with a line changed.
@@ -107,8 +107,15 @@ def limit_sample(n: int, limit: int | None, seed: int = 0) -> list[int]:
 
 
 def cross_validate(
-    spec: str, gold: GoldSet, options: ModelOptions | None = None, k: int = 5, seed: int = 0,
-    limit: int | None = None, progress=None, folds: list[int] | None = None, train_fraction: float = 1.0,
+    spec: str,
+    gold: GoldSet,
+    options: ModelOptions | None = None,
+    k: int = 5,
+    seed: int = 0,
+    limit: int | None = None,
+    progress=None,
+    folds: list[int] | None = None,
+    train_fraction: float = 1.0,
     sample_seed: int | None = None,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only.
@@ -164,9 +171,24 @@ def cross_validate(
             progress(f + 1, k)
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
     dups = near_duplicates(gold.records, folds_out, train_ids)
-    return EvalResult(spec, gold, preds, folds_out, train_ids, prov, time.perf_counter() - t0, "cv",
-                      {"k": k, "seed": seed, "limit": limit, **({"folds": "given"} if given_folds else {}),
-                       **({"train_fraction": train_fraction} if train_fraction < 1 else {})}, dups)
+    return EvalResult(
+        spec,
+        gold,
+        preds,
+        folds_out,
+        train_ids,
+        prov,
+        time.perf_counter() - t0,
+        "cv",
+        {
+            "k": k,
+            "seed": seed,
+            "limit": limit,
+            **({"folds": "given"} if given_folds else {}),
+            **({"train_fraction": train_fraction} if train_fraction < 1 else {}),
+        },
+        dups,
+    )
 
 
 def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOptions | None = None) -> EvalResult:
@@ -182,8 +204,18 @@ def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOpti
     preds = {d: list(out.get(d, [None] * len(test))) for d in test.taxonomy.dimension_ids}
     # A test file that repeats gold reports under new ids flatters the scores as much as a CV leak.
     dups = near_duplicates(gold.records + test.records, [-2] * len(gold) + [-1] * len(test), {-1: set(gold.ids)})
-    return EvalResult(spec, test, preds, [-1] * len(test), {-1: set(gold.ids)}, prov,
-                      time.perf_counter() - t0, "test", {"train": str(gold.path), "train_hash": gold.hash}, dups)
+    return EvalResult(
+        spec,
+        test,
+        preds,
+        [-1] * len(test),
+        {-1: set(gold.ids)},
+        prov,
+        time.perf_counter() - t0,
+        "test",
+        {"train": str(gold.path), "train_hash": gold.hash},
+        dups,
+    )
 
 
 def compute_metrics(res: EvalResult, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -235,7 +267,8 @@ def prediction_rows(res: EvalResult) -> list[dict[str, Any]]:
 def train_test_leaks(res: EvalResult) -> list[str]:
     """Ids that were predicted by a model whose fit() received them (must be empty)."""
     return [
-        r.id for i, r in enumerate(res.gold.records)
+        r.id
+        for i, r in enumerate(res.gold.records)
         if res.folds[i] in res.train_ids and r.id in res.train_ids[res.folds[i]]
     ]
 
@@ -270,8 +303,9 @@ def _dup_text(r: Record) -> str:
     return " ".join(re.findall(r"\w+", f"{r.title}\n{r.body}".lower()))
 
 
-def near_duplicates(records: list[Record], folds: list[int], train_ids: dict[int, set[str]],
-                    threshold: float = NEAR_DUPLICATE_COSINE) -> list[dict[str, Any]]:
+def near_duplicates(
+    records: list[Record], folds: list[int], train_ids: dict[int, set[str]], threshold: float = NEAR_DUPLICATE_COSINE
+) -> list[dict[str, Any]]:
     """Pairs (evaluated record, record its fold's model trained on) whose title + body are identical
     after normalisation or have TF-IDF cosine >= `threshold`, most similar first.
 
@@ -293,12 +327,18 @@ def near_duplicates(records: list[Record], folds: list[int], train_ids: dict[int
             continue
         Xr = X[train].T.tocsc()
         for start in range(0, len(test), 256):  # bounded memory on large gold sets
-            block = test[start:start + 256]
+            block = test[start : start + 256]
             sim = (X[block] @ Xr).toarray()
             for a, b in zip(*np.nonzero(sim >= threshold - 1e-9)):
                 i, j = block[a], train[b]
-                out.append({"fold": f, "id": records[i].id, "train_id": records[j].id,
-                            "similarity": round(float(min(sim[a, b], 1.0)), 4), "identical": texts[i] == texts[j]})
+                out.append(
+                    {
+                        "fold": f,
+                        "id": records[i].id,
+                        "train_id": records[j].id,
+                        "similarity": round(float(min(sim[a, b], 1.0)), 4),
+                        "identical": texts[i] == texts[j],
+                    }
+                )
     out.sort(key=lambda d: (-d["similarity"], d["fold"], d["id"], d["train_id"]))
     return out
-

@@ -17,18 +17,19 @@ import json
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from classify.evaluation.crossval import assign_folds, compute_metrics, cross_validate, train_test_leaks
-from classify.core.gold import GoldSet
 from classify.classifiers.base import ModelOptions
-from classify.core.records import atomic_write_text
 from classify.core.errors import UsageError
+from classify.core.gold import GoldSet
+from classify.core.records import atomic_write_text
+from classify.evaluation.crossval import assign_folds, compute_metrics, cross_validate, train_test_leaks
 from classify.evaluation.report import run_dir_name, unique_dir
 
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -117,8 +118,9 @@ def learning_curve(
         n_records = []
         for r in range(repeats if frac < 1 else 1):
             try:
-                res = cross_validate(spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac,
-                                     sample_seed=seed + 1000 * r)
+                res = cross_validate(
+                    spec, gold, options, k=k, seed=seed, folds=folds, train_fraction=frac, sample_seed=seed + 1000 * r
+                )
             except ValueError as e:  # e.g. too few records at a small fraction for the model to train
                 raise UsageError(f"at training fraction {frac:g}: {e}") from e
             if train_test_leaks(res):  # impossible by construction; never report a leaky curve
@@ -133,27 +135,39 @@ def learning_curve(
                 draw[name] = {"n_train": n_train, **{key: rep["kappa"][key] for key in ("kappa", "lo", "hi", "n")}}
             draws.append(draw)
             n_records.append(float(np.mean([len(ids) for ids in res.train_ids.values()])))
-        dims = {name: {key: float(np.mean([dr[name][key] for dr in draws])) for key in draws[0][name]}
-                for name in draws[0]}
+        dims = {
+            name: {key: float(np.mean([dr[name][key] for dr in draws])) for key in draws[0][name]} for name in draws[0]
+        }
         for name in dims:
             dims[name]["n"] = int(draws[0][name]["n"])
             dims[name]["sd"] = float(np.std([dr[name]["kappa"] for dr in draws]))
             dims[name]["draws"] = len(draws)
-        points.append({
-            "fraction": frac,
-            "n_train_records": float(np.mean(n_records)),
-            "seconds": round(time.perf_counter() - t0, 2),
-            "dimensions": dims,
-        })
+        points.append(
+            {
+                "fraction": frac,
+                "n_train_records": float(np.mean(n_records)),
+                "seconds": round(time.perf_counter() - t0, 2),
+                "dimensions": dims,
+            }
+        )
         if progress:
             progress(f"  fraction {frac:g}: " + ", ".join(f"{n} {v['kappa']:.3f}" for n, v in dims.items()))
     coders = {name: c["kappa"] for name, c in metrics.get("coders", {}).items()}
     run_opts = (options or ModelOptions(seed=seed)).run_meta()
     from classify.evaluation.leaderboard import run_label
 
-    return {"model": spec, "label": run_label({"model": spec, "options": run_opts}), "options": run_opts,
-            "k": k, "seed": seed, "repeats": repeats, "n_gold": len(gold), "points": points, "coders": coders,
-            "provenance": res.provenance}
+    return {
+        "model": spec,
+        "label": run_label({"model": spec, "options": run_opts}),
+        "options": run_opts,
+        "k": k,
+        "seed": seed,
+        "repeats": repeats,
+        "n_gold": len(gold),
+        "points": points,
+        "coders": coders,
+        "provenance": res.provenance,
+    }
 
 
 def extrapolate(curve: dict[str, Any], targets: dict[str, float], k: int) -> dict[str, Any]:
@@ -175,8 +189,9 @@ def extrapolate(curve: dict[str, Any], targets: dict[str, float], k: int) -> dic
             entry["target"] = target
             if fit is not None:
                 n_needed = fit.n_for(target)
-                entry["gold_needed"] = (None if math.isinf(n_needed)
-                                        else int(math.ceil(n_needed * k / (k - 1) / max(labeled_share, 1e-9))))
+                entry["gold_needed"] = (
+                    None if math.isinf(n_needed) else int(math.ceil(n_needed * k / (k - 1) / max(labeled_share, 1e-9)))
+                )
         out[name] = entry
     return out
 
@@ -207,8 +222,7 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
         hi = [p["dimensions"][name]["hi"] for p in doc["points"]]
         # A percentile bootstrap interval need not contain the estimate: clip, matplotlib refuses < 0.
         yerr = [np.clip(np.subtract(ks, lo), 0, None), np.clip(np.subtract(hi, ks), 0, None)]
-        ax.errorbar(ns, ks, yerr=yerr, marker="o", capsize=3,
-                    color=color, label=name)
+        ax.errorbar(ns, ks, yerr=yerr, marker="o", capsize=3, color=color, label=name)
         fit = doc["extrapolation"].get(name, {}).get("fit")
         if fit:
             xs = np.linspace(min(ns), max(ns) * 4, 100)
@@ -218,8 +232,10 @@ def draw_curve(doc: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("labeled training records per fold")
     ax.set_ylabel("Cohen's kappa vs gold (95% CI)")
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.02)
-    ax.set_title(f"Learning curve: {doc.get('label', doc['model'])}\n(dashed: fit, extrapolated to 4x; dotted: coders)",
-                 fontsize=9)
+    ax.set_title(
+        f"Learning curve: {doc.get('label', doc['model'])}\n(dashed: fit, extrapolated to 4x; dotted: coders)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -235,8 +251,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "each fold's model trains on a nested, seeded fraction of its training records. "
         "Kappa with a bootstrap 95% CI; `n` is labeled training records per fold (root cause: only the "
         "records with a root cause)."
-        + (f" Below fraction 1, each point averages {doc.get('repeats', 1)} training samples (kappa, CI bounds); "
-           "`sd` is the spread of kappa between them." if doc.get("repeats", 1) > 1 else ""),
+        + (
+            f" Below fraction 1, each point averages {doc.get('repeats', 1)} training samples (kappa, CI bounds); "
+            "`sd` is the spread of kappa between them."
+            if doc.get("repeats", 1) > 1
+            else ""
+        ),
         "",
         "| fraction | " + " | ".join(f"{n} n | {n} kappa [95% CI]" for n in names) + " | seconds |",
         "|---|" + "---|---|" * len(names) + "---|",
@@ -248,11 +268,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
             sd = f" sd {v['sd']:.3f}" if v.get("draws", 1) > 1 else ""
             cells += [f"{v['n_train']:.0f}", f"{v['kappa']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}]{sd}"]
         lines.append(f"| {p['fraction']:g} | " + " | ".join(cells) + f" | {p['seconds']:.0f} |")
-    lines += ["", "## Extrapolation (rough)", "",
-              "Fit: kappa(n) = a - b * n^(-c); `a` is the plateau with unlimited gold of this kind. "
-              "Gold needed counts all gold records (labeled and not) at today's labeled share, for "
-              f"{doc['k']}-fold training. A handful of noisy points: read it as an order of magnitude.", "",
-              "| dimension | plateau a | kappa now | coders | target | gold records needed |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Extrapolation (rough)",
+        "",
+        "Fit: kappa(n) = a - b * n^(-c); `a` is the plateau with unlimited gold of this kind. "
+        "Gold needed counts all gold records (labeled and not) at today's labeled share, for "
+        f"{doc['k']}-fold training. A handful of noisy points: read it as an order of magnitude.",
+        "",
+        "| dimension | plateau a | kappa now | coders | target | gold records needed |",
+        "|---|---|---|---|---|---|",
+    ]
     for n in names:
         e = doc["extrapolation"].get(n, {})
         fit = e.get("fit")
@@ -304,15 +330,17 @@ def run_learning_curve(
 
     if uses_llm(model):
         # k folds x every fraction of full LLM runs, for a curve of few-shot pools: refuse.
-        raise UsageError("learning-curve trains models on gold; LLM specs (and ensembles with one) learn only from "
-                         "few-shot examples (use eval --shots)")
+        raise UsageError(
+            "learning-curve trains models on gold; LLM specs (and ensembles with one) learn only from "
+            "few-shot examples (use eval --shots)"
+        )
     fr = parse_fractions(fractions) if isinstance(fractions, str) else sorted(set(fractions))
     tax, g = load_task("labels", taxonomy, gold)
     options = options or ModelOptions(seed=seed)
     validate_options(model, tax, options)  # a bad spec or option fails before any training
     names = [name for name, _, _ in dims_with_groups(g)]  # the names metrics and curves use
     wanted: dict[str, float] = {}
-    for t in (targets.items() if isinstance(targets, dict) else [tuple(x.partition("=")[::2]) for x in targets or []]):
+    for t in targets.items() if isinstance(targets, dict) else [tuple(x.partition("=")[::2]) for x in targets or []]:
         name, val = t
         if name not in names:
             raise UsageError(f"--target {name}={val}: unknown dimension {name!r}; one of {', '.join(names)}")
@@ -321,8 +349,10 @@ def run_learning_curve(
         except ValueError:
             raise UsageError(f"--target {name}={val}: expected dimension=kappa, e.g. symptom=0.85") from None
     if log:
-        log(f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions "
-            f"{', '.join(f'{f:g}' for f in fr)}")
+        log(
+            f"{model}: learning curve, {folds}-fold CV on {len(g)} gold records at fractions "
+            f"{', '.join(f'{f:g}' for f in fr)}"
+        )
     curve = learning_curve(model, g, options, fr, k=folds, seed=seed, n_boot=n_boot, progress=log, repeats=repeats)
     extra = extrapolate(curve, wanted or dict(curve["coders"]), folds)
     return write_curve(curve, extra, Path(out_dir))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.metrics import (
@@ -99,7 +99,7 @@ def dimension_report(
 ) -> dict:
     """All metrics for one dimension; `labels` fixes the category order of tables and matrices."""
     yp = [p if p is not None else INVALID for p in y_pred]
-    present = [l for l in labels if l in set(y_true) | set(yp)]
+    present = [c for c in labels if c in set(y_true) | set(yp)]
     cm_labels = present + ([INVALID] if INVALID in yp else [])
     return {
         "n": len(y_true),

@@ -9,17 +9,24 @@ compute agreement, compare with an earlier run, write the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from classify.classifiers.base import ModelOptions, make_classifier, validate_options
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_task
 from classify.evaluation.compare import compare_metrics, load_run_metrics, previous_folds
-from classify.evaluation.crossval import (EvalResult, compute_metrics, cross_validate, evaluate_on_test,
-                                          limit_sample, train_test_leaks)
+from classify.evaluation.crossval import (
+    EvalResult,
+    compute_metrics,
+    cross_validate,
+    evaluate_on_test,
+    limit_sample,
+    train_test_leaks,
+)
 from classify.evaluation.report import write_eval
 
 
@@ -73,17 +80,29 @@ def run_eval(
             given_folds, folds_note = previous_folds(compare, g.ids, folds)
             say(folds_note)
         say(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
-        res = cross_validate(model, g, options, k=folds, seed=seed, limit=limit,
-                             progress=lambda f, k: say(f"  fold {f}/{k} done"), folds=given_folds)
+        res = cross_validate(
+            model,
+            g,
+            options,
+            k=folds,
+            seed=seed,
+            limit=limit,
+            progress=lambda f, k: say(f"  fold {f}/{k} done"),
+            folds=given_folds,
+        )
         leaks = train_test_leaks(res)
         if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
-            raise EvalLeakError(f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}")
+            raise EvalLeakError(
+                f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}"
+            )
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
     # Near-identical texts on both sides of the train/test boundary flatter kappa as a leak would.
     metrics["near_duplicates"] = res.near_duplicates
     if res.near_duplicates:
-        say(f"warning: {len(res.near_duplicates)} evaluated records have a near-duplicate text among their "
-            f"model's training records (listed in the report); their agreement is flattered")
+        say(
+            f"warning: {len(res.near_duplicates)} evaluated records have a near-duplicate text among their "
+            f"model's training records (listed in the report); their agreement is flattered"
+        )
     if compare is not None:
         new_meta = {"model": model, "taxonomy_fingerprint": tax.fingerprint(), "gold_hash": res.gold.hash}
         new_gold = {r.id: {d: res.gold.labels[d][i] for d in tax.dimension_ids} for i, r in enumerate(res.gold.records)}
@@ -118,6 +137,8 @@ def estimate_eval(
         note = ""
     else:
         records = [g.records[i] for i in limit_sample(len(g), limit, seed)]
-        note = ("(few-shot examples here come from all of gold; cross-validation takes them from the training "
-                "folds: same request count, similar tokens)")
+        note = (
+            "(few-shot examples here come from all of gold; cross-validation takes them from the training "
+            "folds: same request count, similar tokens)"
+        )
     return dry_run_estimates(clf, g, records) + ([note] if note else [])

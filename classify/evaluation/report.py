@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from classify.evaluation.crossval import EvalResult, prediction_rows
 from classify.core.records import atomic_write_text, write_rows
+from classify.evaluation.crossval import EvalResult, prediction_rows
 
 
 def run_dir_name(spec: str, when: datetime | None = None) -> str:
@@ -153,7 +153,10 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
             "",
             "| fold | evaluated id | training id | TF-IDF cosine | identical |",
             "|---|---|---|---|---|",
-            *[f"| {d['fold']} | {d['id']} | {d['train_id']} | {d['similarity']:.3f} | {d['identical']} |" for d in dups[:50]],
+            *[
+                f"| {d['fold']} | {d['id']} | {d['train_id']} | {d['similarity']:.3f} | {d['identical']} |"
+                for d in dups[:50]
+            ],
             "",
         ]
     if doc.get("comparison"):
@@ -177,8 +180,15 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         lines.append(f"| {doc['dimensions'][names[0]]['selective'][j]['coverage']}% | " + " | ".join(cells) + " |")
     lines += ["", f"![selective labeling]({pngs['selective']})", ""]
     for name, rep in doc["dimensions"].items():
-        lines += [f"## {name}: per category", "", "| category | support | precision | recall | F1 | one-vs-rest kappa |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {name}: per category",
+            "",
+            "| category | support | precision | recall | F1 | one-vs-rest kappa |",
+            "|---|---|---|---|---|---|",
+        ]
         for cat, s in rep["per_category"].items():
-            lines.append(f"| {cat} | {s['support']} | {s['precision']:.2f} | {s['recall']:.2f} | {s['f1']:.2f} | {s['kappa_ovr']:.2f} |")
+            lines.append(
+                f"| {cat} | {s['support']} | {s['precision']:.2f} | {s['recall']:.2f} | {s['f1']:.2f} | {s['kappa_ovr']:.2f} |"
+            )
         lines += ["", f"![confusion matrix {name}]({pngs[f'confusion_{name}']})", ""]
     return "\n".join(lines) + "\n"

@@ -113,7 +113,11 @@ class GitHubClient:
         self.stats = FetchStats()
         self._token = token or None
         self._blocked_until = 0.0  # local time before which no request may be sent (primary limit)
-        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "classify-fetch"}
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "User-Agent": "classify-fetch",
+        }
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         # httpx drops Authorization when a redirect leaves the origin (renamed repos redirect in-origin).
@@ -145,7 +149,9 @@ class GitHubClient:
 
     def _check_origin(self, url: str) -> None:
         if _origin(url) != _origin(self.base_url):
-            raise FetchError(f"refusing to request {url}: not on {self.base_url} (the token is only sent to the API host)")
+            raise FetchError(
+                f"refusing to request {url}: not on {self.base_url} (the token is only sent to the API host)"
+            )
 
     def redact(self, text: str) -> str:
         # keylike=False: these messages carry repository URLs, and a name like `keystone-auth`
@@ -301,7 +307,9 @@ class GitHubClient:
         if isinstance(exc, _Retryable) and exc.kind != "error":
             self.stats.rate_limit_waits += 1
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning("%s; retrying in %.1fs (attempt %d of %d)", exc, wait, state.attempt_number + 1, self.policy.max_attempts)
+        log.warning(
+            "%s; retrying in %.1fs (attempt %d of %d)", exc, wait, state.attempt_number + 1, self.policy.max_attempts
+        )
 
     def _sleep(self, seconds: float) -> None:
         self.stats.waited_seconds += seconds

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from classify.ingest.client import FetchError, FetchStats, GitHubClient
 from classify.ingest.normalize import issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
@@ -39,7 +40,9 @@ def normalize_since(text: str) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def fetch_comments(client: GitHubClient, owner: str, name: str, number: int, per_page: int = MAX_PER_PAGE) -> list[dict]:
+def fetch_comments(
+    client: GitHubClient, owner: str, name: str, number: int, per_page: int = MAX_PER_PAGE
+) -> list[dict]:
     comments: list[dict] = []
     for page in client.paginate(f"/repos/{owner}/{name}/issues/{number}/comments", {"per_page": per_page}):
         comments.extend(page.data)
@@ -57,7 +60,9 @@ def _pages(n: int, per_page: int) -> int:
     return -(-n // per_page)
 
 
-def fetch_repo_comments(client: GitHubClient, owner: str, name: str, per_page: int = MAX_PER_PAGE) -> dict[int, list[dict]]:
+def fetch_repo_comments(
+    client: GitHubClient, owner: str, name: str, per_page: int = MAX_PER_PAGE
+) -> dict[int, list[dict]]:
     """Every issue and PR comment of a repository, grouped by issue number (oldest first)."""
     by_number: dict[int, list[dict]] = {}
     params = {"sort": "created", "direction": "asc", "per_page": per_page}
@@ -141,7 +146,14 @@ def fetch_repo_issues(
             thread = bulk[n]
         else:
             if use_bulk:
-                log.info("%s/%s#%d: %d of %d comments in bulk; fetching its thread", owner, name, n, len(bulk.get(n, [])), want)
+                log.info(
+                    "%s/%s#%d: %d of %d comments in bulk; fetching its thread",
+                    owner,
+                    name,
+                    n,
+                    len(bulk.get(n, [])),
+                    want,
+                )
             thread = fetch_comments(client, owner, name, n, per_page)
         result.rows.append(rest_issue_to_row(issue, thread, skip_bot_comments=skip_bot_comments))
     return result

@@ -76,7 +76,11 @@ def import_gh_json(path: str | Path, repo: str | None = None, skip_bot_comments:
     if prs:
         log.warning("%s: skipped %d pull requests", path, prs)
     if no_comments:
-        log.warning("%s: %d issues have comments that REST list exports do not include; use `classify fetch urls` to get them", path, no_comments)
+        log.warning(
+            "%s: %d issues have comments that REST list exports do not include; use `classify fetch urls` to get them",
+            path,
+            no_comments,
+        )
     return rows
 
 
@@ -186,7 +190,9 @@ def read_issue_refs(path: str | Path, url_column: str = "url") -> list[tuple[str
         return refs
     rows = read_rows(path)
     if rows and not any(url_column in r for r in rows):
-        raise RecordsError(f"{path}: no column {url_column!r}; columns are: {sorted({k for r in rows for k in r})} (use --url-column)")
+        raise RecordsError(
+            f"{path}: no column {url_column!r}; columns are: {sorted({k for r in rows for k in r})} (use --url-column)"
+        )
     out, blank = [], []
     for n, r in enumerate(rows, 1):
         ref = r.get(url_column)

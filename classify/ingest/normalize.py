@@ -11,9 +11,10 @@ Row shape (readable by classify.core.records.read_records):
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import re
 from typing import Any
+
+from classify.core.errors import ClassifyError
 
 # https://github.com/o/n/issues/1, .../pull/1 (any host: GitHub Enterprise too), api URLs, and o/n#1.
 _WEB_URL = re.compile(r"^https?://[^/\s]+/(?:repos/)?([\w.-]+)/([\w.-]+)/(issues|pull|pulls)/(\d+)/?(?:[?#].*)?$")
@@ -71,7 +72,9 @@ def _login(user: Any) -> str:
     return (user or {}).get("login") or "ghost"
 
 
-def rest_issue_to_row(issue: dict[str, Any], comments: list[dict[str, Any]], skip_bot_comments: bool = False) -> dict[str, Any]:
+def rest_issue_to_row(
+    issue: dict[str, Any], comments: list[dict[str, Any]], skip_bot_comments: bool = False
+) -> dict[str, Any]:
     """A REST `issue` object plus its REST `comment` objects -> one row."""
     owner, name, number, _ = parse_issue_ref(issue["html_url"])
     kept = [
@@ -98,7 +101,9 @@ def rest_issue_to_row(issue: dict[str, Any], comments: list[dict[str, Any]], ski
     }
 
 
-def gh_cli_issue_to_row(item: dict[str, Any], repo: str | None = None, skip_bot_comments: bool = False) -> dict[str, Any]:
+def gh_cli_issue_to_row(
+    item: dict[str, Any], repo: str | None = None, skip_bot_comments: bool = False
+) -> dict[str, Any]:
     """One object of `gh issue list/view --json ...` output -> one row.
 
     gh uses camelCase keys, upper-case states and nests authors as {"login": ...}. The repo comes
@@ -110,14 +115,18 @@ def gh_cli_issue_to_row(item: dict[str, Any], repo: str | None = None, skip_bot_
     elif repo and number is not None:
         owner, name = parse_repo(repo)
     else:
-        raise RefError("gh export item without `url` (and no --repo given, or no `number`): export with --json url,number,...")
+        raise RefError(
+            "gh export item without `url` (and no --repo given, or no `number`): export with --json url,number,..."
+        )
     comments = item.get("comments") or []
     if not isinstance(comments, list):  # `--json comments` gives a list; anything else is a count or garbage
         comments = []
     kept = [
         (_login(c.get("author")), c.get("createdAt"), _text(c.get("body")))
         for c in comments
-        if not (skip_bot_comments and ((c.get("author") or {}).get("is_bot") or _login(c.get("author")).endswith("[bot]")))
+        if not (
+            skip_bot_comments and ((c.get("author") or {}).get("is_bot") or _login(c.get("author")).endswith("[bot]"))
+        )
     ]
     state = item.get("state")
     reason = item.get("stateReason")

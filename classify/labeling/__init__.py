@@ -1,8 +1,8 @@
 """Labeling: bulk-label files with provenance, resumably, and count the corpus.
 
-    resumable  label records chunk by chunk with a checkpoint; an interrupted run continues
-    pipeline   `label_file`: what `classify run` does, for Python users
-    corpus     shares of categories over a labels file, per library (`classify report`)
+resumable  label records chunk by chunk with a checkpoint; an interrupted run continues
+pipeline   `label_file`: what `classify run` does, for Python users
+corpus     shares of categories over a labels file, per library (`classify report`)
 """
 
 from typing import Any

@@ -74,11 +74,13 @@ def corpus_stats(rows: list[dict[str, Any]], tax: Taxonomy) -> dict[str, Any]:
         if dim.groups:
             fields.append((f"{d}_group", list(dim.groups), dim))
         for name, cats, gdim in fields:
-            def value(r, d=d, gdim=gdim):
+
+            def value(r, d=d, gdim=gdim, dim=dim):
                 v = r.get(d)
                 if v is None or v not in dim.ids:
                     return None
                 return gdim.group_of(v) if gdim is not None else v
+
             rows_v = [{name: value(r)} | {"_lib": library_of(r)} for r in lab]
             out["dimensions"][name] = {
                 "overall": distribution(rows_v, name, cats),
@@ -91,10 +93,18 @@ def corpus_stats(rows: list[dict[str, Any]], tax: Taxonomy) -> dict[str, Any]:
         a, b = dims[0], dims[1]
         sub = [r for r in lab if r.get(a) is not None and r.get(b) is not None]
         if sub:
-            ct = pd.crosstab(pd.Categorical([r[a] for r in sub], categories=tax.dimensions[a].ids),
-                             pd.Categorical([r[b] for r in sub], categories=tax.dimensions[b].ids), dropna=False)
-            out["crosstab"] = {"rows": a, "cols": b, "row_labels": list(ct.index.astype(str)),
-                               "col_labels": list(ct.columns.astype(str)), "matrix": ct.values.tolist()}
+            ct = pd.crosstab(
+                pd.Categorical([r[a] for r in sub], categories=tax.dimensions[a].ids),
+                pd.Categorical([r[b] for r in sub], categories=tax.dimensions[b].ids),
+                dropna=False,
+            )
+            out["crosstab"] = {
+                "rows": a,
+                "cols": b,
+                "row_labels": list(ct.index.astype(str)),
+                "col_labels": list(ct.columns.astype(str)),
+                "matrix": ct.values.tolist(),
+            }
     return out
 
 
@@ -133,8 +143,15 @@ def draw(stats: dict[str, Any], out: Path) -> list[str]:
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 if m[i, j]:
-                    ax.text(j, i, str(m[i, j]), ha="center", va="center", fontsize=8,
-                            color="white" if m[i, j] > m.max() / 2 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        str(m[i, j]),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if m[i, j] > m.max() / 2 else "black",
+                    )
         ax.set_title(f"{ct['rows']} x {ct['cols']}")
         fig.tight_layout()
         fig.savefig(out / "crosstab.png", dpi=110)
@@ -174,7 +191,9 @@ def render_html(stats: dict[str, Any], pngs: list[str], out: Path, examples: dic
         if name in examples:
             parts.append("<details><summary>examples</summary><ul>")
             for ex in examples[name]:
-                parts.append(f"<li><b>{e(str(ex['label']))}</b>: {e(str(ex['id']))} {e(str(ex.get('title') or ''))}</li>")
+                parts.append(
+                    f"<li><b>{e(str(ex['label']))}</b>: {e(str(ex['id']))} {e(str(ex.get('title') or ''))}</li>"
+                )
             parts.append("</ul></details>")
     for fn in pngs:
         b64 = base64.b64encode((out / fn).read_bytes()).decode()
@@ -197,7 +216,9 @@ def write_corpus_report(labels_path: Path, tax: Taxonomy, out: Path, input_path:
             lab = r.get(d)
             if lab is not None and seen[lab] < 3:
                 seen[lab] += 1
-                examples.setdefault(d, []).append({"label": lab, "id": r.get("id"), "title": titles.get(str(r.get("id")))})
+                examples.setdefault(d, []).append(
+                    {"label": lab, "id": r.get("id"), "title": titles.get(str(r.get("id")))}
+                )
     atomic_write_text(out / "corpus.json", json.dumps(stats, indent=2) + "\n")
     pngs = draw(stats, out)
     atomic_write_text(out / "report.html", render_html(stats, pngs, out, examples))

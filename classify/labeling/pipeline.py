@@ -9,9 +9,10 @@ screened first), resumably, with provenance on every row.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.core import paths
@@ -19,8 +20,16 @@ from classify.core.errors import UsageError
 from classify.core.goldfile import load_task
 from classify.core.records import read_records
 from classify.core.taxonomy import load_taxonomy
-from classify.labeling.resumable import (RunError, RunSummary, input_fingerprint, label_records, partial_path,
-                                         provenance_for, run_signature, strip_label_fields)
+from classify.labeling.resumable import (
+    RunError,
+    RunSummary,
+    input_fingerprint,
+    label_records,
+    partial_path,
+    provenance_for,
+    run_signature,
+    strip_label_fields,
+)
 
 
 @dataclass
@@ -82,8 +91,13 @@ def label_file(
     _check_out(out, [Path(input), tax.path, g.path])
     if force:
         partial_path(out).unlink(missing_ok=True)
-    sig_parts: dict[str, Any] = {"model": model, "options": options.__dict__, "taxonomy": tax.fingerprint(),
-                                 "gold": g.hash, "input": input_fingerprint(Path(input))}
+    sig_parts: dict[str, Any] = {
+        "model": model,
+        "options": options.__dict__,
+        "taxonomy": tax.fingerprint(),
+        "gold": g.hash,
+        "input": input_fingerprint(Path(input)),
+    }
     screen_clf: Classifier | None = None
     if screen:
         s_tax, s_gold = load_task("screening")
@@ -91,8 +105,12 @@ def label_file(
         s_opts = screen_options or replace(ModelOptions(), seed=options.seed, show_progress=False)
         screen_clf = make_classifier(screen_model, s_tax, s_opts)  # validated before any training
         _check_out(out, [s_gold.path, s_tax.path])
-        sig_parts["screen"] = {"model": screen_model, "options": s_opts.__dict__, "gold": s_gold.hash,
-                               "taxonomy": s_tax.fingerprint()}
+        sig_parts["screen"] = {
+            "model": screen_model,
+            "options": s_opts.__dict__,
+            "gold": s_gold.hash,
+            "taxonomy": s_tax.fingerprint(),
+        }
     try:
         screen_fn = None
         if screen_clf is not None:
@@ -105,10 +123,21 @@ def label_file(
         prov = provenance_for(clf, g)
         if screen_clf is not None:
             prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
-            prov["screening_taxonomy"] = s_tax.label  # the screening labels' own taxonomy (review build --labels checks it)
-        summary = label_records(clf, records, out, prov, run_signature(sig_parts), chunk_size=chunk_size,
-                                progress=progress.labeled, screen=screen_fn, prepare_progress=progress.encoded,
-                                screen_prepare=screen_clf.prepare if screen_clf is not None else None)
+            prov["screening_taxonomy"] = (
+                s_tax.label
+            )  # the screening labels' own taxonomy (review build --labels checks it)
+        summary = label_records(
+            clf,
+            records,
+            out,
+            prov,
+            run_signature(sig_parts),
+            chunk_size=chunk_size,
+            progress=progress.labeled,
+            screen=screen_fn,
+            prepare_progress=progress.encoded,
+            screen_prepare=screen_clf.prepare if screen_clf is not None else None,
+        )
         summary.model_stats = clf.stats
     finally:
         clf.close()
@@ -133,4 +162,3 @@ def estimate_labeling(
     _, records, g, _, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     notes = ["(--screen would send fewer: only records screened as failure reports)"] if screen else []
     return dry_run_estimates(clf, g, records) + notes
-

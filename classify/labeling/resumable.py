@@ -8,17 +8,18 @@ and the partial file removed.
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from classify.core.gold import GoldSet
 from classify.classifiers.base import Classifier, Prediction
+from classify.core.errors import ClassifyError
+from classify.core.gold import GoldSet
 from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
 
 
@@ -66,8 +67,11 @@ def _read_partial(path: Path, signature: str) -> list[dict]:
             f"{path}: a checkpoint from a run with different arguments exists "
             f"(model/taxonomy/gold/input differ); pass --force to discard it and start over"
         )
-    problems = got.problems + [(ln.number, "not a row with an id") for ln in got.lines[1:]
-                               if not (isinstance(ln.value, dict) and isinstance(ln.value.get("id"), str))]
+    problems = got.problems + [
+        (ln.number, "not a row with an id")
+        for ln in got.lines[1:]
+        if not (isinstance(ln.value, dict) and isinstance(ln.value.get("id"), str))
+    ]
     if problems:
         raise RunError(f"{path}: damaged checkpoint ({line_problems(problems)}); remove it or pass --force")
     return [ln.value for ln in got.lines[1:]]
@@ -118,7 +122,9 @@ def label_records(
     # here must not lose what the checkpoint already holds).
     atomic_write_text(
         part,
-        json.dumps({"signature": signature}) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
+        json.dumps({"signature": signature})
+        + "\n"
+        + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
     )
     # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
     # encoding pass pads little, and checkpoints still follow every few hundred records.
@@ -144,7 +150,9 @@ def label_records(
     part.unlink()
     for d in clf.taxonomy.dimension_ids:
         summary.invalid[d] = sum(1 for r in ordered if r.get(f"{d}_status") == "invalid")
-    summary.screened_out = sum(1 for r in ordered if r.get("screening") is not None and r.get("screening") != "failure_report")
+    summary.screened_out = sum(
+        1 for r in ordered if r.get("screening") is not None and r.get("screening") != "failure_report"
+    )
     summary.labeled = len(ordered) - summary.resumed
     return summary
 
@@ -160,8 +168,12 @@ def _label_chunk(clf, chunk, provenance, screen) -> list[dict]:
     rows = []
     for i, r in enumerate(chunk):
         d = decisions[i]
-        row = {"id": r.id, "repo": r.repo, "screening": d.label,
-               "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4)}
+        row = {
+            "id": r.id,
+            "repo": r.repo,
+            "screening": d.label,
+            "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4),
+        }
         if i in by_i:
             row.update(output_row(r, {dim: preds[dim][by_i[i]] for dim in preds}, {}))
         else:  # screened out: no symptom or root cause
@@ -205,4 +217,3 @@ def strip_label_fields(records: list[Record], dims: list[str]) -> list[Record]:
             if k in dims or k.startswith("coder_") or k.endswith("_confidence"):
                 r.fields.pop(k)
     return records
-

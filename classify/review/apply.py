@@ -10,7 +10,6 @@ The new gold keeps the input file's encoding (goldfile.py): a screening file sta
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import copy
 import re
 from dataclasses import dataclass, field
@@ -19,14 +18,15 @@ from pathlib import Path
 
 import yaml
 
+from classify.core import goldfile
+from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet, gold_from_records
 from classify.core.records import RecordsError, atomic_write_text, to_record
-from classify.core import goldfile
+from classify.core.taxonomy import Taxonomy, parse_taxonomy
 from classify.review.decisions import check_decisions
 from classify.review.proposals import UNMAPPED, Change, ProposalError, apply_changes, collect_changes
 from classify.review.queue import check_queue_matches
 from classify.review.schema import Decision, Queue
-from classify.core.taxonomy import Taxonomy, parse_taxonomy
 
 
 class ApplyError(ClassifyError, ValueError):
@@ -77,8 +77,13 @@ def _history(row: dict, entry: dict) -> None:
 
 
 def plan_apply(
-    queue: Queue, decisions: list[Decision], gold: GoldSet, when: str | None = None,
-    new_version: str | None = None, release_note: str | None = None, based_on: dict | None = None,
+    queue: Queue,
+    decisions: list[Decision],
+    gold: GoldSet,
+    when: str | None = None,
+    new_version: str | None = None,
+    release_note: str | None = None,
+    based_on: dict | None = None,
 ) -> ApplyPlan:
     """Compute the new gold rows and codebook; raise ApplyError (nothing written) when they do not fit."""
     tax = gold.taxonomy
@@ -96,8 +101,9 @@ def plan_apply(
     new_tax = tax
     if changes:
         try:
-            raw, remap = apply_changes(tax, changes, new_version=new_version, when=when,
-                                       release_note=release_note, based_on=based_on)
+            raw, remap = apply_changes(
+                tax, changes, new_version=new_version, when=when, release_note=release_note, based_on=based_on
+            )
         except ProposalError as e:
             raise ApplyError(str(e)) from e
         new_tax = parse_taxonomy(raw, "<new taxonomy>")
@@ -122,8 +128,16 @@ def plan_apply(
         old = row.get(d.dimension)
         new = d.label if d.changes_label else old
         row[d.dimension] = new
-        entry = {"dimension": d.dimension, "old": old, "new": new, "action": d.action,
-                 "reason": _reason(d, kinds), "reviewer": d.reviewer, "date": d.decided_at[:10], "taxonomy": tax_label}
+        entry = {
+            "dimension": d.dimension,
+            "old": old,
+            "new": new,
+            "action": d.action,
+            "reason": _reason(d, kinds),
+            "reviewer": d.reviewer,
+            "date": d.decided_at[:10],
+            "taxonomy": tax_label,
+        }
         if d.note:
             entry["note"] = d.note
         if d.source:
@@ -175,9 +189,19 @@ def _remap_rows(rows, order, remap, changes, new_tax, when, plan) -> None:
                 row[dim] = new
                 why = remap.describe(dim, old)
                 who = next((r for (dd, _, cats), r in reviewers.items() if dd == dim and old in cats), [])
-                _history(row, {"dimension": dim, "old": old, "new": new, "action": "remap",
-                               "reason": f"{why} in {new_tax.label}", "reviewer": ", ".join(who) or "review",
-                               "date": when, "taxonomy": new_tax.label})
+                _history(
+                    row,
+                    {
+                        "dimension": dim,
+                        "old": old,
+                        "new": new,
+                        "action": "remap",
+                        "reason": f"{why} in {new_tax.label}",
+                        "reviewer": ", ".join(who) or "review",
+                        "date": when,
+                        "taxonomy": new_tax.label,
+                    },
+                )
                 plan.changed.append((rid, dim, old, new, why))
             for ck in [k for k in row if k.startswith("coder_") and isinstance(row[k], dict)]:
                 c = dict(row[ck])
@@ -189,13 +213,18 @@ def _remap_rows(rows, order, remap, changes, new_tax, when, plan) -> None:
                     c[dim] = cnew
                     row[ck] = c
     if unmapped:
-        raise ApplyError(f"the proposals would leave {len(unmapped)} labels without a valid category in "
-                         f"{new_tax.label}; add these items to the split mapping: " + ", ".join(unmapped))
+        raise ApplyError(
+            f"the proposals would leave {len(unmapped)} labels without a valid category in "
+            f"{new_tax.label}; add these items to the split mapping: " + ", ".join(unmapped)
+        )
 
 
 def render_taxonomy(raw: dict, source: Path | None) -> str:
-    head = (f"# Codebook {raw['name']} version {raw['version']}, written by `classify review apply`"
-            + (f" from {source.name}" if source else "") + ".\n# What changed and which reviewed items motivated it: see `changelog` at the end.\n")
+    head = (
+        f"# Codebook {raw['name']} version {raw['version']}, written by `classify review apply`"
+        + (f" from {source.name}" if source else "")
+        + ".\n# What changed and which reviewed items motivated it: see `changelog` at the end.\n"
+    )
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
 
 
@@ -204,7 +233,9 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
     targets = [out_gold] + ([out_taxonomy] if plan.taxonomy_raw is not None and out_taxonomy else [])
     exists = [str(p) for p in targets if p.exists()]
     if exists:
-        raise ApplyError(f"{', '.join(exists)} already exist; versions are never overwritten (pass another --out-gold/--out-taxonomy)")
+        raise ApplyError(
+            f"{', '.join(exists)} already exist; versions are never overwritten (pass another --out-gold/--out-taxonomy)"
+        )
     if plan.taxonomy_raw is not None:
         text = render_taxonomy(plan.taxonomy_raw, source_taxonomy)
         # round trip through the loader before writing: what is written must load

@@ -69,14 +69,18 @@ def effective(decisions: list[Decision], queue: Queue) -> list[Decision]:
     return [last[it.key] for it in queue.items if it.key in last]
 
 
-def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy, source: str = "decisions") -> list[Decision]:
+def check_decisions(
+    decisions: list[Decision], queue: Queue, taxonomy: Taxonomy, source: str = "decisions"
+) -> list[Decision]:
     """Validate against the queue and taxonomy; return the effective decisions or raise listing all problems."""
     index = queue.index()
     problems: list[str] = []
     stale = [d for d in decisions if d.key not in index]
     if stale:
-        problems.append(f"{len(stale)} decisions are for items not in this queue (stale file, or made for another "
-                        f"queue): {', '.join(f'{d.id}/{d.dimension}' for d in stale[:10])}")
+        problems.append(
+            f"{len(stale)} decisions are for items not in this queue (stale file, or made for another "
+            f"queue): {', '.join(f'{d.id}/{d.dimension}' for d in stale[:10])}"
+        )
     new_ids = new_category_ids(decisions)
     for d in decisions:
         it = index.get(d.key)
@@ -91,13 +95,17 @@ def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy,
         if d.label is not None:
             known = set(taxonomy.dimensions[d.dimension].ids) | new_ids.get(d.dimension, set())
             if d.label not in known:
-                problems.append(f"{where}: unknown {d.dimension} label {d.label!r} (not in {taxonomy.label} "
-                                f"and not created by a proposal)")
+                problems.append(
+                    f"{where}: unknown {d.dimension} label {d.label!r} (not in {taxonomy.label} "
+                    f"and not created by a proposal)"
+                )
         if d.action == "keep" and not it.in_gold:
             problems.append(f"{where}: keep gold on an item that has no gold label (use set or accept)")
         if d.action == "accept" and d.label not in it.model_labels():
-            problems.append(f"{where}: accepted label {d.label!r} is not one a model gave "
-                            f"({', '.join(it.model_labels()) or 'none'}); use set for a label of your own")
+            problems.append(
+                f"{where}: accepted label {d.label!r} is not one a model gave "
+                f"({', '.join(it.model_labels()) or 'none'}); use set for a label of your own"
+            )
         for p in d.proposals:
             if p.dimension not in taxonomy.dimensions:
                 problems.append(f"{where}: proposal for unknown dimension {p.dimension!r}")
@@ -108,6 +116,9 @@ def check_decisions(decisions: list[Decision], queue: Queue, taxonomy: Taxonomy,
         except ProposalError as e:
             problems.append(str(e))
     if problems:
-        raise DecisionsError(f"{source}: rejected, nothing changed. {len(problems)} problem(s): " + "; ".join(problems[:15])
-                             + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else ""))
+        raise DecisionsError(
+            f"{source}: rejected, nothing changed. {len(problems)} problem(s): "
+            + "; ".join(problems[:15])
+            + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else "")
+        )
     return eff

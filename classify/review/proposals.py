@@ -7,15 +7,15 @@ that apply() uses on every gold and coder label, so labels and codebook change t
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Iterable
 
-from classify.review.schema import AddCategory, AddCue, Decision, EditDefinition, Merge, Split
+from classify.core.errors import ClassifyError
 from classify.core.taxonomy import Taxonomy, TaxonomyError, parse_taxonomy
+from classify.review.schema import AddCategory, AddCue, Decision, EditDefinition, Merge, Split
 
 UNMAPPED = object()  # a split category label on an item its mapping does not cover
 
@@ -72,15 +72,21 @@ def _collect_one(changes: dict, d: Decision, p) -> None:
         prev = ch.proposal
         if isinstance(p, Split):
             if [c.model_dump() for c in p.into] != [c.model_dump() for c in prev.into]:
-                raise ProposalError(f"conflicting splits of {p.dimension}.{p.category} proposed on {', '.join(ch.items)} "
-                                    f"and {d.id}/{d.dimension}: the new categories differ")
-            clash = {k: (prev.mapping[k], v) for k, v in p.mapping.items() if k in prev.mapping and prev.mapping[k] != v}
+                raise ProposalError(
+                    f"conflicting splits of {p.dimension}.{p.category} proposed on {', '.join(ch.items)} "
+                    f"and {d.id}/{d.dimension}: the new categories differ"
+                )
+            clash = {
+                k: (prev.mapping[k], v) for k, v in p.mapping.items() if k in prev.mapping and prev.mapping[k] != v
+            }
             if clash:
                 raise ProposalError(f"conflicting split mappings for {p.dimension}.{p.category}: {clash}")
             prev.mapping.update(p.mapping)
         elif p.model_dump() != prev.model_dump():
-            raise ProposalError(f"conflicting proposals ({p.describe()}) on {', '.join(ch.items)} and "
-                                f"{d.id}/{d.dimension}: they differ; keep one")
+            raise ProposalError(
+                f"conflicting proposals ({p.describe()}) on {', '.join(ch.items)} and "
+                f"{d.id}/{d.dimension}: they differ; keep one"
+            )
     changes[key].add_source(d)
 
 
@@ -104,7 +110,9 @@ def new_category_ids(decisions: Iterable[Decision]) -> dict[str, set[str]]:
 class Remap:
     """Label rewrites from merges and splits, in the order they were applied."""
 
-    ops: dict[str, list[tuple]] = field(default_factory=dict)  # dimension -> [("merge", set, into) | ("split", cat, mapping)]
+    ops: dict[str, list[tuple]] = field(
+        default_factory=dict
+    )  # dimension -> [("merge", set, into) | ("split", cat, mapping)]
 
     def __bool__(self) -> bool:
         return any(self.ops.values())
@@ -147,8 +155,10 @@ def _find(dim_raw: dict, cid: str, ch: Change) -> dict:
         if c.get("id") == cid:
             return c
     known = ", ".join(c.get("id") for c in dim_raw["categories"])
-    raise ProposalError(f"{ch.proposal.describe()} (from {', '.join(ch.items)}): no category {cid!r} "
-                        f"(the codebook at this point has: {known})")
+    raise ProposalError(
+        f"{ch.proposal.describe()} (from {', '.join(ch.items)}): no category {cid!r} "
+        f"(the codebook at this point has: {known})"
+    )
 
 
 def _new_cat(nc, group_default: str | None) -> dict:
@@ -204,12 +214,21 @@ def _apply_one(raw: dict, ch: Change, remap: Remap) -> None:
     elif isinstance(p, Merge):
         olds = [_find(dim_raw, cid, ch) for cid in p.categories]
         if p.into not in p.categories and p.into in ids:
-            raise ProposalError(f"{p.describe()} (from {', '.join(ch.items)}): {p.into!r} already exists and is "
-                                f"not among the merged categories")
+            raise ProposalError(
+                f"{p.describe()} (from {', '.join(ch.items)}): {p.into!r} already exists and is "
+                f"not among the merged categories"
+            )
         base = next((c for c in olds if c["id"] == p.into), None)
-        merged = copy.deepcopy(base) if base else {"id": p.into, **({"group": olds[0]["group"]} if "group" in olds[0] else {}),
-                                                   "name": p.name or p.into.replace("_", " ").capitalize(),
-                                                   "definition": p.definition}
+        merged = (
+            copy.deepcopy(base)
+            if base
+            else {
+                "id": p.into,
+                **({"group": olds[0]["group"]} if "group" in olds[0] else {}),
+                "name": p.name or p.into.replace("_", " ").capitalize(),
+                "definition": p.definition,
+            }
+        )
         if p.name:
             merged["name"] = p.name
         if p.definition:
@@ -233,7 +252,7 @@ def _apply_one(raw: dict, ch: Change, remap: Remap) -> None:
             raise ProposalError(f"{p.describe()} (from {', '.join(ch.items)}): {clash} already exist")
         at = ids.index(p.category)
         news = [_new_cat(c, old.get("group")) for c in p.into]
-        dim_raw["categories"] = cats[:at] + news + cats[at + 1:]
+        dim_raw["categories"] = cats[:at] + news + cats[at + 1 :]
         remap.ops.setdefault(p.dimension, []).append(("split", p.category, dict(p.mapping)))
     else:  # pragma: no cover - the schema admits no other kind
         raise ProposalError(f"unknown proposal {p!r}")
@@ -243,12 +262,16 @@ def bump_version(version: str) -> str:
     try:
         return str(int(version) + 1)
     except ValueError:
-        raise ProposalError(f"taxonomy version {version!r} is not a number; pass --version for the new one")
+        raise ProposalError(f"taxonomy version {version!r} is not a number; pass --version for the new one") from None
 
 
 def apply_changes(
-    taxonomy: Taxonomy, changes: list[Change], new_version: str | None = None, when: str | None = None,
-    release_note: str | None = None, based_on: dict | None = None,
+    taxonomy: Taxonomy,
+    changes: list[Change],
+    new_version: str | None = None,
+    when: str | None = None,
+    release_note: str | None = None,
+    based_on: dict | None = None,
 ) -> tuple[dict, Remap]:
     """The new codebook document (version bumped, changelog extended) and the label remapping."""
     raw = copy.deepcopy(taxonomy.raw)
@@ -259,8 +282,12 @@ def apply_changes(
     when = when or date.today().isoformat()
     raw["version"] = int(version) if version.isdigit() else version
     log = list(raw.get("changelog") or [])
-    release = {"version": raw["version"], "date": when, "change": "release",
-               "summary": f"{taxonomy.name} {taxonomy.version} -> {version}: {len(changes)} change(s) from review"}
+    release = {
+        "version": raw["version"],
+        "date": when,
+        "change": "release",
+        "summary": f"{taxonomy.name} {taxonomy.version} -> {version}: {len(changes)} change(s) from review",
+    }
     if release_note:
         release["note"] = release_note
     if based_on:
@@ -268,8 +295,15 @@ def apply_changes(
     log.append(release)
     for ch in changes:
         p = ch.proposal
-        entry = {"version": raw["version"], "date": when, "change": p.kind, "dimension": p.dimension,
-                 "summary": p.describe(), "items": list(ch.items), "reviewers": list(ch.reviewers)}
+        entry = {
+            "version": raw["version"],
+            "date": when,
+            "change": p.kind,
+            "dimension": p.dimension,
+            "summary": p.describe(),
+            "items": list(ch.items),
+            "reviewers": list(ch.reviewers),
+        }
         if ch.notes:
             entry["notes"] = list(ch.notes)
         entry["proposal"] = p.model_dump(exclude={"kind", "dimension"}, exclude_none=True)

@@ -91,17 +91,26 @@ def _eval_views(run: EvalRun, gold: GoldSet, dims: list[str], views, reasons) ->
             label = row.get(d)
             conf = row.get(f"{d}_confidence")
             proba = row.get(f"{d}_proba") or None
-            views[(rid, d)].append(ModelView(
-                source=run.name, model=model, label=label, confidence=conf,
-                rationale=row.get(f"{d}_rationale"),
-                p_gold=(float(proba.get(g, 0.0)) if proba and g is not None else None),
-                status=row.get(f"{d}_status") or "ok",
-            ))
+            views[(rid, d)].append(
+                ModelView(
+                    source=run.name,
+                    model=model,
+                    label=label,
+                    confidence=conf,
+                    rationale=row.get(f"{d}_rationale"),
+                    p_gold=(float(proba.get(g, 0.0)) if proba and g is not None else None),
+                    status=row.get(f"{d}_status") or "ok",
+                )
+            )
             if g is not None and label is not None and label != g:
-                reasons[(rid, d)].append(Reason(
-                    kind="model_disagrees", source=run.name, weight=float(conf) if conf is not None else 0.5,
-                    detail=f"{model} says {label} ({_fmt(conf)}), gold says {g}",
-                ))
+                reasons[(rid, d)].append(
+                    Reason(
+                        kind="model_disagrees",
+                        source=run.name,
+                        weight=float(conf) if conf is not None else 0.5,
+                        detail=f"{model} says {label} ({_fmt(conf)}), gold says {g}",
+                    )
+                )
 
 
 def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> int:
@@ -131,16 +140,25 @@ def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> 
         with warnings.catch_warnings():
             # rare categories: cleanlab warns it may miss issues there; the queue's other reasons cover them
             warnings.simplefilter("ignore", UserWarning)
-            flagged = find_label_issues(np.array(labels), P, filter_by="prune_by_noise_rate",
-                                        return_indices_ranked_by="self_confidence", n_jobs=1)
+            flagged = find_label_issues(
+                np.array(labels),
+                P,
+                filter_by="prune_by_noise_rate",
+                return_indices_ranked_by="self_confidence",
+                n_jobs=1,
+            )
         for i in flagged:
             q = float(P[i, labels[i]])
             best = classes[int(P[i].argmax())]
-            reasons[(ids[i], d)].append(Reason(
-                kind="likely_mislabeled", source=f"cleanlab:{run.name}", weight=1.0 - q,
-                detail=f"cleanlab (on {model}'s out-of-fold probabilities): p(gold {classes[labels[i]]}) = {q:.2f}, "
-                       f"most likely {best} ({P[i].max():.2f})",
-            ))
+            reasons[(ids[i], d)].append(
+                Reason(
+                    kind="likely_mislabeled",
+                    source=f"cleanlab:{run.name}",
+                    weight=1.0 - q,
+                    detail=f"cleanlab (on {model}'s out-of-fold probabilities): p(gold {classes[labels[i]]}) = {q:.2f}, "
+                    f"most likely {best} ({P[i].max():.2f})",
+                )
+            )
             n_flagged += 1
     return n_flagged
 
@@ -163,13 +181,16 @@ def _load_label_run(path: Path, taxonomy_label: str, dims: list[str]) -> list[di
         rows = read_rows(path)
     except RecordsError as e:
         raise QueueError(str(e)) from e
-    other = sorted({str(t) for r in rows for d in dims if d in r
-                    for t in [row_taxonomy(r, d)] if t not in (None, taxonomy_label)})
+    other = sorted(
+        {str(t) for r in rows for d in dims if d in r for t in [row_taxonomy(r, d)] if t not in (None, taxonomy_label)}
+    )
     if other:
         raise QueueError(f"{path}: labeled with taxonomy {', '.join(other)}, but the queue uses {taxonomy_label}")
     if not any(d in r for r in rows for d in dims):
-        raise QueueError(f"{path}: no {', '.join(dims)} labels in it (labeled with another taxonomy? "
-                         f"screening labels come from `classify run --screen`)")
+        raise QueueError(
+            f"{path}: no {', '.join(dims)} labels in it (labeled with another taxonomy? "
+            f"screening labels come from `classify run --screen`)"
+        )
     if any(not r.get("id") for r in rows):
         raise QueueError(f"{path}: rows without id")
     return rows
@@ -186,15 +207,34 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
                 model = str(row.get(f"{d}_model") or row.get("model") or name)
                 label, conf = row.get(d), row.get(f"{d}_confidence")
                 status = row.get(f"{d}_status") or "ok"
-                views[(rid, d)].append(ModelView(source=name, model=model, label=label, confidence=conf,
-                                                 rationale=row.get(f"{d}_rationale"), status=status))
+                views[(rid, d)].append(
+                    ModelView(
+                        source=name,
+                        model=model,
+                        label=label,
+                        confidence=conf,
+                        rationale=row.get(f"{d}_rationale"),
+                        status=status,
+                    )
+                )
                 if label is None and status != "ok":
-                    reasons[(rid, d)].append(Reason(kind="low_confidence", source=name, weight=0.5,
-                                                    detail=f"{model} gave no valid {d} label ({status})"))
+                    reasons[(rid, d)].append(
+                        Reason(
+                            kind="low_confidence",
+                            source=name,
+                            weight=0.5,
+                            detail=f"{model} gave no valid {d} label ({status})",
+                        )
+                    )
                 elif label is not None and conf is not None and conf < min_confidence:
-                    reasons[(rid, d)].append(Reason(
-                        kind="low_confidence", source=name, weight=0.5 * (1.0 - float(conf)),
-                        detail=f"{model} says {label} with confidence {conf:.2f} < {min_confidence}"))
+                    reasons[(rid, d)].append(
+                        Reason(
+                            kind="low_confidence",
+                            source=name,
+                            weight=0.5 * (1.0 - float(conf)),
+                            detail=f"{model} says {label} with confidence {conf:.2f} < {min_confidence}",
+                        )
+                    )
     names = list(by_run)
     for a in range(len(names)):
         for b in range(a + 1, len(names)):
@@ -208,9 +248,14 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
                     w = min(c if c is not None else 0.5 for c in (ca, cb))
                     ma = ra[rid].get(f"{d}_model") or ra[rid].get("model") or names[a]
                     mb = rb[rid].get(f"{d}_model") or rb[rid].get("model") or names[b]
-                    reasons[(rid, d)].append(Reason(
-                        kind="models_disagree", source=f"{names[a]} vs {names[b]}", weight=float(w),
-                        detail=f"{ma} says {la} ({_fmt(ca)}), {mb} says {lb} ({_fmt(cb)})"))
+                    reasons[(rid, d)].append(
+                        Reason(
+                            kind="models_disagree",
+                            source=f"{names[a]} vs {names[b]}",
+                            weight=float(w),
+                            detail=f"{ma} says {la} ({_fmt(ca)}), {mb} says {lb} ({_fmt(cb)})",
+                        )
+                    )
 
 
 def codebook_part(note: str | None) -> str | None:
@@ -258,16 +303,21 @@ def _note_reasons(path: Path, gold: GoldSet, dims, reasons, notes_by_id: dict[st
             continue  # notes on threads not in this gold set (the reports gold holds failure reports only)
         for d in note_dimensions(text, gold.taxonomy):
             if d in dims:
-                reasons[(rid, d)].append(Reason(kind="codebook_note", source=path.name, weight=CODEBOOK_WEIGHT,
-                                                detail=text))
+                reasons[(rid, d)].append(
+                    Reason(kind="codebook_note", source=path.name, weight=CODEBOOK_WEIGHT, detail=text)
+                )
                 n += 1
     return n
 
 
 def score(reasons: list[Reason]) -> float:
     kinds = {r.kind for r in reasons}
-    return round(max(r.weight for r in reasons) + EXTRA_KIND_BONUS * (len(kinds) - 1)
-                 + EXTRA_SOURCE_BONUS * (len(reasons) - len(kinds)), 4)
+    return round(
+        max(r.weight for r in reasons)
+        + EXTRA_KIND_BONUS * (len(kinds) - 1)
+        + EXTRA_SOURCE_BONUS * (len(reasons) - len(kinds)),
+        4,
+    )
 
 
 def record_view(r: Record) -> dict:
@@ -302,8 +352,15 @@ def build_queue(
         _check_eval_matches(run, gold)
         _eval_views(run, gold, dims, views, reasons)
         n_cl = _cleanlab_reasons(run, gold, dims, reasons) if use_cleanlab else 0
-        sources.append({"kind": "eval", "path": str(Path(p).resolve()), "model": run.meta.get("model"),
-                        "created_at": run.meta.get("created_at"), "cleanlab_flags": n_cl})
+        sources.append(
+            {
+                "kind": "eval",
+                "path": str(Path(p).resolve()),
+                "model": run.meta.get("model"),
+                "created_at": run.meta.get("created_at"),
+                "cleanlab_flags": n_cl,
+            }
+        )
 
     records: dict[str, Record] = {r.id: r for r in gold.records}
     if runs:
@@ -319,11 +376,19 @@ def build_queue(
             loaded[name] = _load_label_run(Path(p), tax.label, dims)
             missing = sorted({str(r["id"]) for r in loaded[name]} - set(records))
             if missing:
-                raise QueueError(f"{p}: {len(missing)} labeled ids have no text in the gold set or --input files "
-                                 f"({', '.join(map(str, inputs)) or 'none given'}): {missing[:10]}")
-            sources.append({"kind": "labels", "path": str(Path(p).resolve()),
-                            "models": sorted({str(r.get(f"{d}_model") or r.get("model"))
-                                              for r in loaded[name] for d in dims if d in r})})
+                raise QueueError(
+                    f"{p}: {len(missing)} labeled ids have no text in the gold set or --input files "
+                    f"({', '.join(map(str, inputs)) or 'none given'}): {missing[:10]}"
+                )
+            sources.append(
+                {
+                    "kind": "labels",
+                    "path": str(Path(p).resolve()),
+                    "models": sorted(
+                        {str(r.get(f"{d}_model") or r.get("model")) for r in loaded[name] for d in dims if d in r}
+                    ),
+                }
+            )
         _run_views(loaded, dims, views, reasons, min_confidence)
 
     # gold files without their own adjudication notes (screening) show the --notes file's
@@ -337,22 +402,33 @@ def build_queue(
     for (rid, d), rs in reasons.items():
         i = pos.get(rid)
         rec = records[rid]
-        items.append(QueueItem(
-            id=rid, dimension=d, in_gold=i is not None,
-            gold=gold.labels[d][i] if i is not None else None,
-            coders={c: gold.coders[c][d][i] for c in gold.coders} if i is not None else {},
-            adjudication_note=((rec.fields.get("adjudication_note") or notes_by_id.get(rid)) if i is not None else None),
-            reasons=rs, models=views.get((rid, d), []), score=score(rs), record=record_view(rec),
-        ))
+        items.append(
+            QueueItem(
+                id=rid,
+                dimension=d,
+                in_gold=i is not None,
+                gold=gold.labels[d][i] if i is not None else None,
+                coders={c: gold.coders[c][d][i] for c in gold.coders} if i is not None else {},
+                adjudication_note=(
+                    (rec.fields.get("adjudication_note") or notes_by_id.get(rid)) if i is not None else None
+                ),
+                reasons=rs,
+                models=views.get((rid, d), []),
+                score=score(rs),
+                record=record_view(rec),
+            )
+        )
     counts = dict(Counter(r.kind for rs in reasons.values() for r in rs))
     items.sort(key=lambda it: (-it.score, it.id, it.dimension))
     if max_items is not None:
         items = items[:max_items]
     meta = QueueMeta(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        taxonomy=tax.label, taxonomy_path=str(tax.path.resolve()) if tax.path else "",
+        taxonomy=tax.label,
+        taxonomy_path=str(tax.path.resolve()) if tax.path else "",
         taxonomy_fingerprint=tax.fingerprint(),
-        gold_path=str(gold.path.resolve()) if gold.path else "", gold_hash=gold.hash,
+        gold_path=str(gold.path.resolve()) if gold.path else "",
+        gold_hash=gold.hash,
         sources=sources,
         params={"dimensions": dims, "min_confidence": min_confidence, "cleanlab": use_cleanlab, "max_items": max_items},
     )

@@ -9,27 +9,48 @@ with the first undecided item. In a real terminal a choice is one keystroke; whe
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from classify.review.decisions import (DecisionsError, append_decision, check_decisions, effective, now,
-                                       read_decisions, write_decisions)
-from classify.review.proposals import new_category_ids
-from classify.review.schema import (AddCategory, AddCue, Decision, EditDefinition, Merge, NewCategory, Queue,
-                                    QueueItem, Split, validation_message)
 from classify.core.taxonomy import Taxonomy
+from classify.review.decisions import (
+    DecisionsError,
+    append_decision,
+    check_decisions,
+    effective,
+    now,
+    read_decisions,
+    write_decisions,
+)
+from classify.review.proposals import new_category_ids
+from classify.review.schema import (
+    AddCategory,
+    AddCue,
+    Decision,
+    EditDefinition,
+    Merge,
+    NewCategory,
+    Queue,
+    QueueItem,
+    Split,
+    validation_message,
+)
 
 BODY_CHARS, DISC_CHARS, NOTE_CHARS = 1500, 800, 600
 ACTION_KEYS = {"k": "keep", "a": "accept", "s": "set", "?": "ambiguous", "n": "skip"}
-HELP = ("[bold]\\[k][/]eep gold  [bold]\\[a][/]ccept model label  [bold]\\[s][/]et label  [bold]\\[?][/] ambiguous  "
-        "[bold]\\[n][/] skip  [bold]\\[f][/]ull text  [bold]\\[q][/]uit")
-PROPOSAL_HELP = ("{what}? [bold]\\[Enter][/] none  [bold]\\[d][/]efinition  [bold]\\[i][/]nclude cue  "
-                 "[bold]\\[e][/]xclude cue  [bold]\\[c][/]ategory (new)  [bold]\\[m][/]erge  [bold]\\[p][/] split")
+HELP = (
+    "[bold]\\[k][/]eep gold  [bold]\\[a][/]ccept model label  [bold]\\[s][/]et label  [bold]\\[?][/] ambiguous  "
+    "[bold]\\[n][/] skip  [bold]\\[f][/]ull text  [bold]\\[q][/]uit"
+)
+PROPOSAL_HELP = (
+    "{what}? [bold]\\[Enter][/] none  [bold]\\[d][/]efinition  [bold]\\[i][/]nclude cue  "
+    "[bold]\\[e][/]xclude cue  [bold]\\[c][/]ategory (new)  [bold]\\[m][/]erge  [bold]\\[p][/] split"
+)
 
 
 BACK = object()  # the reviewer backed out of a prompt: show the item again
@@ -43,8 +64,13 @@ class Terminal:
     """Reads choices and text. `key_fn`/`line_fn` can be injected; by default a real terminal gives
     single keystrokes (click.getchar) and anything else (a pipe, CliRunner input) gives lines."""
 
-    def __init__(self, console: Console, key_fn: Callable[[], str] | None = None,
-                 line_fn: Callable[[], str] | None = None, single_key: bool | None = None):
+    def __init__(
+        self,
+        console: Console,
+        key_fn: Callable[[], str] | None = None,
+        line_fn: Callable[[], str] | None = None,
+        single_key: bool | None = None,
+    ):
         self.console = console
         self._key_fn = key_fn
         self._line_fn = line_fn or self._readline
@@ -106,7 +132,9 @@ def show_item(console: Console, it: QueueItem, pos: int, total: int, full: bool 
         n = 10**6 if full else (160 if rs.kind == "codebook_note" and it.adjudication_note else NOTE_CHARS)
         console.print(f"  reason: [bold]{rs.kind}[/] - {escape(_short(rs.detail, n))}", highlight=False)
     console.print(f"[bold]{escape(r.get('title') or '')}[/]  {escape(r.get('url') or '')}", highlight=False)
-    console.print(escape(r.get("body") or "") if full else escape(_short(r.get("body") or "", BODY_CHARS)), highlight=False)
+    console.print(
+        escape(r.get("body") or "") if full else escape(_short(r.get("body") or "", BODY_CHARS)), highlight=False
+    )
     if r.get("discussion"):
         disc = r["discussion"] if full else _short(r["discussion"], DISC_CHARS)
         console.print(f"[italic]discussion:[/] {escape(disc)}", highlight=False)
@@ -120,14 +148,19 @@ def show_item(console: Console, it: QueueItem, pos: int, total: int, full: bool 
         conf = "?" if m.confidence is None else f"{m.confidence:.2f}"
         pg = f", p(gold)={m.p_gold:.2f}" if m.p_gold is not None else ""
         lab = m.label if m.label is not None else f"(no label: {m.status})"
-        console.print(f"  model {j}: {escape(m.model)} [{escape(m.source)}] -> [bold]{lab}[/] ({conf}{pg})", highlight=False)
+        console.print(
+            f"  model {j}: {escape(m.model)} [{escape(m.source)}] -> [bold]{lab}[/] ({conf}{pg})", highlight=False
+        )
         if m.rationale:
-            console.print(f"      rationale: {escape(m.rationale if full else _short(m.rationale, NOTE_CHARS))}", highlight=False)
+            console.print(
+                f"      rationale: {escape(m.rationale if full else _short(m.rationale, NOTE_CHARS))}", highlight=False
+            )
 
 
 class Session:
-    def __init__(self, queue: Queue, taxonomy: Taxonomy, decisions_path: Path, reviewer: str,
-                 term: Terminal, console: Console):
+    def __init__(
+        self, queue: Queue, taxonomy: Taxonomy, decisions_path: Path, reviewer: str, term: Terminal, console: Console
+    ):
         self.queue, self.tax, self.path, self.reviewer = queue, taxonomy, Path(decisions_path), reviewer
         self.term, self.console = term, console
         self.decisions: list[Decision] = []
@@ -169,8 +202,9 @@ class Session:
             group = self.term.line(f"group ({', '.join(d.groups)})", next(iter(d.groups)))
         definition = self.term.line("definition")
         include = [t for t in [self.term.line("an include cue (Enter: none)")] if t]
-        return AddCategory(dimension=dim, category=NewCategory(id=cid, name=name, group=group, definition=definition,
-                                                               include=include))
+        return AddCategory(
+            dimension=dim, category=NewCategory(id=cid, name=name, group=group, definition=definition, include=include)
+        )
 
     def ask_proposal(self, it: QueueItem, label: str | None, first: bool = True):
         dim = it.dimension
@@ -183,13 +217,19 @@ class Session:
             return EditDefinition(dimension=dim, category=cat, definition=self.term.line("new definition"))
         if k in ("i", "e"):
             cat = self.term.line("category", default)
-            return AddCue(dimension=dim, category=cat, cue="include" if k == "i" else "exclude",
-                          text=self.term.line(f"{'include' if k == 'i' else 'exclude'} cue"))
+            return AddCue(
+                dimension=dim,
+                category=cat,
+                cue="include" if k == "i" else "exclude",
+                text=self.term.line(f"{'include' if k == 'i' else 'exclude'} cue"),
+            )
         if k == "c":
             return self.ask_new_category(dim)
         if k == "m":
             pair = ",".join(dict.fromkeys(x for x in (it.gold, label) if x))
-            cats = [c.strip() for c in self.term.line("categories to merge (comma-separated)", pair).split(",") if c.strip()]
+            cats = [
+                c.strip() for c in self.term.line("categories to merge (comma-separated)", pair).split(",") if c.strip()
+            ]
             into = self.term.line("merge into", cats[0] if cats else "")
             name = definition = None
             if into not in cats:
@@ -253,10 +293,20 @@ class Session:
                     continue
                 proposals += [prop] if prop is not None else []
 
+            # Called within this iteration only, so the loop variables it reads are this item's.
             def decision(props) -> Decision:
-                return Decision(id=it.id, dimension=it.dimension, action=action, gold=it.gold,
-                                label=label if action in ("accept", "set") else None, source=source, note=note,
-                                proposals=props, reviewer=self.reviewer, decided_at=now())
+                return Decision(
+                    id=it.id,
+                    dimension=it.dimension,
+                    action=action,  # noqa: B023
+                    gold=it.gold,
+                    label=label if action in ("accept", "set") else None,  # noqa: B023
+                    source=source,  # noqa: B023
+                    note=note,  # noqa: B023
+                    proposals=props,
+                    reviewer=self.reviewer,
+                    decided_at=now(),
+                )
 
             note = ""
             if action != "skip":
@@ -266,8 +316,9 @@ class Session:
                         prop = self.ask_proposal(it, label, first=not proposals)
                         if prop is None:
                             break
-                        check_decisions(self.decisions + [decision(proposals + [prop])], self.queue, self.tax,
-                                        "this proposal")
+                        check_decisions(
+                            self.decisions + [decision(proposals + [prop])], self.queue, self.tax, "this proposal"
+                        )
                         proposals.append(prop)
                         self.console.print(f"  proposal noted: {escape(prop.describe())}", highlight=False)
                     except (ValidationError, ValueError) as e:
@@ -311,6 +362,10 @@ class Session:
             append_decision(self.path, d)
             self.decisions.append(d)
             made += 1
-            self.console.print(f"  saved: {d.action}" + (f" {d.label}" if d.label else "")
-                               + (f" + {len(d.proposals)} taxonomy proposal(s)" if d.proposals else ""), highlight=False)
+            self.console.print(
+                f"  saved: {d.action}"
+                + (f" {d.label}" if d.label else "")
+                + (f" + {len(d.proposals)} taxonomy proposal(s)" if d.proposals else ""),
+                highlight=False,
+            )
         return SessionResult(made, 0, total, False)

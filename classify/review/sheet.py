@@ -43,18 +43,67 @@ from classify.review.schema import (
     validation_message,
 )
 
-INFO_COLUMNS = ["rank", "id", "dimension", "score", "reasons", "gold", "coders", "models", "title", "url", "body",
-                "discussion", "adjudication_note"]
-DECISION_COLUMNS = ["action", "label", "note", "proposal", "proposal_dimension", "proposal_category", "proposal_text",
-                    "proposal_into", "proposal_name", "proposal_group", "proposal_mapping", "more_proposals", "reviewer"]
+INFO_COLUMNS = [
+    "rank",
+    "id",
+    "dimension",
+    "score",
+    "reasons",
+    "gold",
+    "coders",
+    "models",
+    "title",
+    "url",
+    "body",
+    "discussion",
+    "adjudication_note",
+]
+DECISION_COLUMNS = [
+    "action",
+    "label",
+    "note",
+    "proposal",
+    "proposal_dimension",
+    "proposal_category",
+    "proposal_text",
+    "proposal_into",
+    "proposal_name",
+    "proposal_group",
+    "proposal_mapping",
+    "more_proposals",
+    "reviewer",
+]
 REQUIRED = ["id", "dimension", "gold", "action", "label", "note"]
-ACTION_ALIASES = {"k": "keep", "keep": "keep", "a": "accept", "accept": "accept", "s": "set", "set": "set",
-                  "?": "ambiguous", "ambiguous": "ambiguous", "n": "skip", "skip": "skip"}
-PROPOSAL_ALIASES = {"d": "edit_definition", "definition": "edit_definition", "edit_definition": "edit_definition",
-                    "i": "add_include", "include": "add_include", "add_include": "add_include",
-                    "e": "add_exclude", "exclude": "add_exclude", "add_exclude": "add_exclude",
-                    "c": "add_category", "category": "add_category", "add_category": "add_category",
-                    "m": "merge", "merge": "merge", "p": "split", "split": "split"}
+ACTION_ALIASES = {
+    "k": "keep",
+    "keep": "keep",
+    "a": "accept",
+    "accept": "accept",
+    "s": "set",
+    "set": "set",
+    "?": "ambiguous",
+    "ambiguous": "ambiguous",
+    "n": "skip",
+    "skip": "skip",
+}
+PROPOSAL_ALIASES = {
+    "d": "edit_definition",
+    "definition": "edit_definition",
+    "edit_definition": "edit_definition",
+    "i": "add_include",
+    "include": "add_include",
+    "add_include": "add_include",
+    "e": "add_exclude",
+    "exclude": "add_exclude",
+    "add_exclude": "add_exclude",
+    "c": "add_category",
+    "category": "add_category",
+    "add_category": "add_category",
+    "m": "merge",
+    "merge": "merge",
+    "p": "split",
+    "split": "split",
+}
 NO_LABEL = {"-", "null", "none"}
 _PROPOSALS = TypeAdapter(list[Proposal])
 CELL_MAX = 30000  # spreadsheet programs cap a cell at 32,767 characters
@@ -79,15 +128,29 @@ def fields_from_proposal(p) -> dict[str, str]:
         f.update(proposal=f"add_{p.cue}", proposal_category=p.category, proposal_text=p.text)
     elif isinstance(p, AddCategory):
         c = p.category
-        f.update(proposal="add_category", proposal_category=c.id, proposal_text=c.definition,
-                 proposal_name=c.name or "", proposal_group=c.group or "")
+        f.update(
+            proposal="add_category",
+            proposal_category=c.id,
+            proposal_text=c.definition,
+            proposal_name=c.name or "",
+            proposal_group=c.group or "",
+        )
     elif isinstance(p, Merge):
-        f.update(proposal="merge", proposal_category=", ".join(p.categories), proposal_into=p.into,
-                 proposal_name=p.name or "", proposal_text=p.definition or "")
+        f.update(
+            proposal="merge",
+            proposal_category=", ".join(p.categories),
+            proposal_into=p.into,
+            proposal_name=p.name or "",
+            proposal_text=p.definition or "",
+        )
     elif isinstance(p, Split):
-        f.update(proposal="split", proposal_category=p.category, proposal_into=", ".join(c.id for c in p.into),
-                 proposal_text="\n".join(f"{c.id}: {c.definition}" for c in p.into),
-                 proposal_mapping=", ".join(f"{k}={v}" for k, v in p.mapping.items()))
+        f.update(
+            proposal="split",
+            proposal_category=p.category,
+            proposal_into=", ".join(c.id for c in p.into),
+            proposal_text="\n".join(f"{c.id}: {c.definition}" for c in p.into),
+            proposal_mapping=", ".join(f"{k}={v}" for k, v in p.mapping.items()),
+        )
     return f
 
 
@@ -129,7 +192,9 @@ def proposal_from_fields(f: dict[str, str], dimension: str):
             raise ValueError(f"split mapping entry {part!r} is not id=label")
         a, b = part.split("=", 1)
         mapping[a.strip()] = b.strip()
-    return Split(dimension=dim, category=cat, into=[NewCategory(id=i, definition=defs[i]) for i in ids], mapping=mapping)
+    return Split(
+        dimension=dim, category=cat, into=[NewCategory(id=i, definition=defs[i]) for i in ids], mapping=mapping
+    )
 
 
 def export_csv(queue: Queue, path: str | Path, decisions: list[Decision] = ()) -> int:
@@ -141,21 +206,34 @@ def export_csv(queue: Queue, path: str | Path, decisions: list[Decision] = ()) -
     for rank, it in enumerate(queue.items, 1):
         r = it.record
         row = {
-            "rank": rank, "id": it.id, "dimension": it.dimension, "score": f"{it.score:.3f}",
+            "rank": rank,
+            "id": it.id,
+            "dimension": it.dimension,
+            "score": f"{it.score:.3f}",
             "reasons": "\n".join(f"{x.kind}: {x.detail}" for x in it.reasons),
-            "gold": it.gold or "", "coders": ", ".join(f"{c}={v}" for c, v in it.coders.items()),
+            "gold": it.gold or "",
+            "coders": ", ".join(f"{c}={v}" for c, v in it.coders.items()),
             "models": "\n".join(
                 f"{m.model} [{m.source}]: {m.label or '(none)'}"
                 + (f" ({m.confidence:.2f})" if m.confidence is not None else "")
-                + (f" - {m.rationale}" if m.rationale else "") for m in it.models),
-            "title": r.get("title") or "", "url": r.get("url") or "",
-            "body": _cell(r.get("body")), "discussion": _cell(r.get("discussion")),
+                + (f" - {m.rationale}" if m.rationale else "")
+                for m in it.models
+            ),
+            "title": r.get("title") or "",
+            "url": r.get("url") or "",
+            "body": _cell(r.get("body")),
+            "discussion": _cell(r.get("discussion")),
             "adjudication_note": it.adjudication_note or "",
         }
         d = last.get(it.key)
         if d is not None:
-            row.update(action=d.action, label="-" if d.action == "set" and d.label is None else (d.label or ""),
-                       note=d.note, reviewer=d.reviewer, **fields_from_proposal(d.proposals[0] if d.proposals else None))
+            row.update(
+                action=d.action,
+                label="-" if d.action == "set" and d.label is None else (d.label or ""),
+                note=d.note,
+                reviewer=d.reviewer,
+                **fields_from_proposal(d.proposals[0] if d.proposals else None),
+            )
             if len(d.proposals) > 1:
                 row["more_proposals"] = json.dumps([p.model_dump(exclude_none=True) for p in d.proposals[1:]])
         w.writerow({k: _cell(v) for k, v in row.items()})
@@ -230,18 +308,32 @@ def read_csv_decisions(path: str | Path, queue: Queue, reviewer: str) -> list[De
             first = proposal_from_fields(row, dim)
             more = (row.get("more_proposals") or "").strip()
             proposals = ([first] if first else []) + (_PROPOSALS.validate_json(more) if more else [])
-            out.append(Decision(
-                id=rid, dimension=dim, action=action, label=label, gold=it.gold,
-                source=", ".join(sorted({m.model for m in it.models if m.label == label})) if action == "accept" else None,
-                note=(row.get("note") or "").strip(), proposals=proposals,
-                reviewer=(row.get("reviewer") or "").strip() or reviewer, decided_at=now()))
+            out.append(
+                Decision(
+                    id=rid,
+                    dimension=dim,
+                    action=action,
+                    label=label,
+                    gold=it.gold,
+                    source=", ".join(sorted({m.model for m in it.models if m.label == label}))
+                    if action == "accept"
+                    else None,
+                    note=(row.get("note") or "").strip(),
+                    proposals=proposals,
+                    reviewer=(row.get("reviewer") or "").strip() or reviewer,
+                    decided_at=now(),
+                )
+            )
         except ValidationError as e:
             problems.append(f"{where}: {validation_message(e)}")
         except ValueError as e:
             problems.append(f"{where}: {e}")
     if problems:
-        raise DecisionsError(f"{path}: rejected, nothing changed. {len(problems)} problem(s): " + "; ".join(problems[:15])
-                             + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else ""))
+        raise DecisionsError(
+            f"{path}: rejected, nothing changed. {len(problems)} problem(s): "
+            + "; ".join(problems[:15])
+            + (f"; ... (+{len(problems) - 15} more)" if len(problems) > 15 else "")
+        )
     return out
 
 
@@ -249,8 +341,9 @@ def _same(a: Decision, b: Decision) -> bool:
     return a.model_dump(exclude={"decided_at", "reviewer"}) == b.model_dump(exclude={"decided_at", "reviewer"})
 
 
-def import_csv(path: str | Path, queue: Queue, taxonomy: Taxonomy, decisions_path: str | Path, reviewer: str,
-               replace: bool = False) -> tuple[int, int]:
+def import_csv(
+    path: str | Path, queue: Queue, taxonomy: Taxonomy, decisions_path: str | Path, reviewer: str, replace: bool = False
+) -> tuple[int, int]:
     """Merge a filled sheet into the decisions file. Returns (new or changed decisions, unchanged)."""
     imported = read_csv_decisions(path, queue, reviewer)
     existing = [] if replace else read_decisions(decisions_path)[0]

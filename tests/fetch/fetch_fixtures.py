@@ -15,7 +15,9 @@ from classify.ingest import GitHubClient, ResponseCache, RetryPolicy
 
 TOKEN = "ghp_TESTtoken0123456789abcdefSECRET"
 # Real runs wait a minute on secondary limits and back off for seconds; tests keep it short.
-FAST = RetryPolicy(max_attempts=4, backoff_initial=0.01, backoff_max=0.05, secondary_wait=0.2, max_wait=10, reset_margin=0.0, timeout=5)
+FAST = RetryPolicy(
+    max_attempts=4, backoff_initial=0.01, backoff_max=0.05, secondary_wait=0.2, max_wait=10, reset_margin=0.0, timeout=5
+)
 
 PRS = {4, 8, 12, 16, 20}
 N_ITEMS = 23  # 18 issues + 5 pull requests
@@ -53,7 +55,9 @@ def gh():
 def make_client(tmp_path):
     clients = []
 
-    def make(server: LocalGitHub, cache: str | None = None, token: str | None = TOKEN, policy: RetryPolicy = FAST) -> GitHubClient:
+    def make(
+        server: LocalGitHub, cache: str | None = None, token: str | None = TOKEN, policy: RetryPolicy = FAST
+    ) -> GitHubClient:
         store = ResponseCache(tmp_path / cache) if cache else None
         c = GitHubClient(token=token, base_url=server.base_url, cache=store, policy=policy)
         clients.append(c)

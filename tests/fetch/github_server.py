@@ -45,12 +45,12 @@ class Fault:
     hits: int = 0
 
     @classmethod
-    def secondary(cls, match: str, retry_after: int | None = 1, times: int = 1) -> "Fault":
+    def secondary(cls, match: str, retry_after: int | None = 1, times: int = 1) -> Fault:
         headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
         return cls(match, 403, headers, {"message": SECONDARY_MESSAGE, "documentation_url": DOCS + "#secondary"}, times)
 
     @classmethod
-    def primary(cls, match: str, reset: int, status: int = 403, times: int = 1) -> "Fault":
+    def primary(cls, match: str, reset: int, status: int = 403, times: int = 1) -> Fault:
         headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset), "x-ratelimit-used": "5000"}
         body = {"message": "API rate limit exceeded for user ID 583231.", "documentation_url": DOCS + "#primary"}
         return cls(match, status, headers, body, times)
@@ -118,9 +118,13 @@ class Repo:
         if login is None:
             return None
         return {
-            "login": login, "id": abs(hash(login)) % 10**7, "node_id": "MDQ6VXNlcjE=",
-            "url": f"{base}/users/{login}", "html_url": f"https://github.com/{login}",
-            "type": "Bot" if bot else "User", "site_admin": False,
+            "login": login,
+            "id": abs(hash(login)) % 10**7,
+            "node_id": "MDQ6VXNlcjE=",
+            "url": f"{base}/users/{login}",
+            "html_url": f"https://github.com/{login}",
+            "type": "Bot" if bot else "User",
+            "site_admin": False,
         }
 
     def issue_json(self, base: str, n: int) -> dict[str, Any]:
@@ -128,27 +132,54 @@ class Repo:
         api = f"{base}/repos/{self.full_name}/issues/{n}"
         web = f"https://github.com/{self.full_name}/{'pull' if it['pull'] else 'issues'}/{n}"
         out = {
-            "url": api, "repository_url": f"{base}/repos/{self.full_name}", "labels_url": api + "/labels{/name}",
-            "comments_url": api + "/comments", "events_url": api + "/events", "html_url": web,
-            "id": self.id * 100000 + n, "node_id": "I_kwDOAbc", "number": n, "title": it["title"],
+            "url": api,
+            "repository_url": f"{base}/repos/{self.full_name}",
+            "labels_url": api + "/labels{/name}",
+            "comments_url": api + "/comments",
+            "events_url": api + "/events",
+            "html_url": web,
+            "id": self.id * 100000 + n,
+            "node_id": "I_kwDOAbc",
+            "number": n,
+            "title": it["title"],
             "user": self.user_json(base, it["user"]),
             "labels": [
-                {"id": i + 1, "node_id": "LA_kw", "url": f"{base}/repos/{self.full_name}/labels/{lb}", "name": lb,
-                 "color": "d73a4a", "default": False, "description": None}
+                {
+                    "id": i + 1,
+                    "node_id": "LA_kw",
+                    "url": f"{base}/repos/{self.full_name}/labels/{lb}",
+                    "name": lb,
+                    "color": "d73a4a",
+                    "default": False,
+                    "description": None,
+                }
                 for i, lb in enumerate(it["labels"])
             ],
-            "state": it["state"], "locked": False, "assignee": None, "assignees": [], "milestone": None,
-            "comments": len(self.comments[n]), "created_at": it["created_at"], "updated_at": it["updated_at"],
-            "closed_at": it["closed_at"], "author_association": "NONE", "active_lock_reason": None,
-            "body": it["body"], "reactions": {"url": api + "/reactions", "total_count": 0},
-            "timeline_url": api + "/timeline", "performed_via_github_app": None,
+            "state": it["state"],
+            "locked": False,
+            "assignee": None,
+            "assignees": [],
+            "milestone": None,
+            "comments": len(self.comments[n]),
+            "created_at": it["created_at"],
+            "updated_at": it["updated_at"],
+            "closed_at": it["closed_at"],
+            "author_association": "NONE",
+            "active_lock_reason": None,
+            "body": it["body"],
+            "reactions": {"url": api + "/reactions", "total_count": 0},
+            "timeline_url": api + "/timeline",
+            "performed_via_github_app": None,
             "state_reason": "completed" if it["state"] == "closed" else None,
         }
         if it["pull"]:
             out["draft"] = False
             out["pull_request"] = {
-                "url": f"{base}/repos/{self.full_name}/pulls/{n}", "html_url": web,
-                "diff_url": web + ".diff", "patch_url": web + ".patch", "merged_at": None,
+                "url": f"{base}/repos/{self.full_name}/pulls/{n}",
+                "html_url": web,
+                "diff_url": web + ".diff",
+                "patch_url": web + ".patch",
+                "merged_at": None,
             }
         return out
 
@@ -156,10 +187,16 @@ class Repo:
         return {
             "url": f"{base}/repos/{self.full_name}/issues/comments/{c['id']}",
             "html_url": f"https://github.com/{self.full_name}/issues/{n}#issuecomment-{c['id']}",
-            "issue_url": f"{base}/repos/{self.full_name}/issues/{n}", "id": c["id"], "node_id": "IC_kw",
-            "user": self.user_json(base, c["user"], c["bot"]), "created_at": c["created_at"],
-            "updated_at": c["created_at"], "author_association": "CONTRIBUTOR", "body": c["body"],
-            "reactions": {"total_count": 0}, "performed_via_github_app": None,
+            "issue_url": f"{base}/repos/{self.full_name}/issues/{n}",
+            "id": c["id"],
+            "node_id": "IC_kw",
+            "user": self.user_json(base, c["user"], c["bot"]),
+            "created_at": c["created_at"],
+            "updated_at": c["created_at"],
+            "author_association": "CONTRIBUTOR",
+            "body": c["body"],
+            "reactions": {"total_count": 0},
+            "performed_via_github_app": None,
         }
 
 
@@ -186,7 +223,7 @@ class LocalGitHub:
         self.repos[full_name.lower()] = repo
         return repo
 
-    def start(self) -> "LocalGitHub":
+    def start(self) -> LocalGitHub:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -197,7 +234,7 @@ class LocalGitHub:
             self._httpd.shutdown()
             self._httpd.server_close()
 
-    def __enter__(self) -> "LocalGitHub":
+    def __enter__(self) -> LocalGitHub:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -223,7 +260,9 @@ class LocalGitHub:
 
     def handle(self, path: str, query: dict[str, str], headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
         base = self.base_url
-        m = re.fullmatch(r"/(?:repos/([\w.-]+/[\w.-]+)|repositories/(\d+))/issues(?:/(\d+|comments))?(/comments)?", path)
+        m = re.fullmatch(
+            r"/(?:repos/([\w.-]+/[\w.-]+)|repositories/(\d+))/issues(?:/(\d+|comments))?(/comments)?", path
+        )
         if not m or (m.group(3) == "comments" and m.group(4)):
             return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
         full, rid, number, comments = m.groups()
@@ -257,7 +296,9 @@ class LocalGitHub:
         if since:
             items = [it for it in items if it["updated_at"] >= since]
         items.sort(key=lambda it: (it[key], it["number"]), reverse=query.get("direction", "desc") == "desc")
-        return self._paginate([repo.issue_json(self.base_url, it["number"]) for it in items], query, f"/repositories/{repo.id}/issues")
+        return self._paginate(
+            [repo.issue_json(self.base_url, it["number"]) for it in items], query, f"/repositories/{repo.id}/issues"
+        )
 
     def _repo_comments(self, repo: Repo, query: dict[str, str]) -> tuple[int, dict[str, str], Any]:
         """GET /repos/{o}/{n}/issues/comments: comments of all issues and PRs (default sort created asc)."""
@@ -268,7 +309,9 @@ class LocalGitHub:
         items = [repo.comment_json(self.base_url, n, c) for c, n in rows]
         return self._paginate(items, query, f"/repositories/{repo.id}/issues/comments", cap=self.bulk_page_cap)
 
-    def _paginate(self, items: list, query: dict[str, str], link_path: str, cap: int | None = None) -> tuple[int, dict[str, str], Any]:
+    def _paginate(
+        self, items: list, query: dict[str, str], link_path: str, cap: int | None = None
+    ) -> tuple[int, dict[str, str], Any]:
         per_page = min(int(query.get("per_page", 30)), 100)
         page = int(query.get("page", 1))
         last = max(1, -(-len(items) // per_page))
@@ -330,15 +373,20 @@ def _make_handler(gh: LocalGitHub):
                 status, headers, body = gh.handle(u.path, query, entry.headers)
             self._send(entry, status, {**headers, **extra_headers}, body, conditional=True)
 
-        def _send(self, entry: Logged, status: int, headers: dict[str, str], body: Any, conditional: bool = False) -> None:
+        def _send(
+            self, entry: Logged, status: int, headers: dict[str, str], body: Any, conditional: bool = False
+        ) -> None:
             if isinstance(body, str):
                 payload, ctype = body.encode(), "text/html; charset=utf-8"
             else:
                 payload, ctype = json.dumps(body).encode(), "application/json; charset=utf-8"
             hdrs = {
-                "x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(gh.remaining),
-                "x-ratelimit-reset": str(gh.reset), "x-ratelimit-used": str(5000 - gh.remaining),
-                "x-ratelimit-resource": "core", "x-github-api-version-selected": "2022-11-28",
+                "x-ratelimit-limit": "5000",
+                "x-ratelimit-remaining": str(gh.remaining),
+                "x-ratelimit-reset": str(gh.reset),
+                "x-ratelimit-used": str(5000 - gh.remaining),
+                "x-ratelimit-resource": "core",
+                "x-github-api-version-selected": "2022-11-28",
             }
             etag = None
             if conditional and status == 200:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fetch_fixtures import N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (fixtures)
+from fetch_fixtures import N_ITEMS, PRS, TOKEN
 from github_server import Fault
 from typer.testing import CliRunner
 
@@ -41,7 +41,9 @@ def test_github_command_fetches_then_refreshes_cheaply(gh, tmp_path):
 
 def test_github_command_errors_are_one_line(gh, tmp_path):
     out = tmp_path / "o.jsonl"
-    r = _run(["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url], token="ghp_not_the_right_one")
+    r = _run(
+        ["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url], token="ghp_not_the_right_one"
+    )
     assert r.exit_code == 2 and "error: GET" in r.stderr and "Bad credentials" in r.stderr
     assert "Traceback" not in r.output and "ghp_not_the_right_one" not in r.output and not out.exists()
     r = _run(["github", "--repo", "triton-lang/triton", "-o", out, "--base-url", gh.base_url, "--since", "yesterday"])
@@ -72,8 +74,22 @@ def test_urls_command_with_gold_sheet(gh, tmp_path):
 
 def test_gh_json_and_csv_commands(tmp_path):
     export = tmp_path / "gh.json"
-    export.write_text(json.dumps([{"number": 3, "title": "Segfault in matmul", "body": "", "url": "https://github.com/triton-lang/triton/issues/3",
-                                   "createdAt": "2024-01-01T00:00:00Z", "comments": [], "state": "OPEN", "labels": []}]))
+    export.write_text(
+        json.dumps(
+            [
+                {
+                    "number": 3,
+                    "title": "Segfault in matmul",
+                    "body": "",
+                    "url": "https://github.com/triton-lang/triton/issues/3",
+                    "createdAt": "2024-01-01T00:00:00Z",
+                    "comments": [],
+                    "state": "OPEN",
+                    "labels": [],
+                }
+            ]
+        )
+    )
     out = tmp_path / "all.jsonl"
     from classify.cli.main import app  # mounted as `classify fetch ...`
 
@@ -81,7 +97,9 @@ def test_gh_json_and_csv_commands(tmp_path):
     assert r.exit_code == 0, r.output
     sheet = tmp_path / "s.csv"
     sheet.write_text("Issue,Headline,Text\n7,Wrong result,fp16 output differs\n")
-    r = _run(["csv", sheet, "-o", out, "--map", "number=Issue,title=Headline", "-m", "body=Text", "--repo", "NVIDIA/cutlass"])
+    r = _run(
+        ["csv", sheet, "-o", out, "--map", "number=Issue,title=Headline", "-m", "body=Text", "--repo", "NVIDIA/cutlass"]
+    )
     assert r.exit_code == 0, r.output
     assert "(1 new, 0 updated, 0 unchanged, 1 kept from the existing file)" in r.stderr
     assert [x.id for x in read_records(out)] == ["triton-3", "cutlass-7"]
@@ -98,7 +116,21 @@ def test_github_command_keeps_earlier_repositories_when_a_later_one_fails(gh, tm
     r = _run(["github", "-r", "NVIDIA/cutlass", "-r", "nobody/missing", "-o", out, "--base-url", gh.base_url])
     assert r.exit_code == 2 and "nobody/missing" in r.stderr and "404" in r.stderr
     assert [x.id for x in read_records(out)] == ["cutlass-1"]
-    r = _run(["github", "-r", "triton-lang/triton", "-r", "NVIDIA/cutlass", "-o", out, "--base-url", gh.base_url, "--overwrite", "-q"])
+    r = _run(
+        [
+            "github",
+            "-r",
+            "triton-lang/triton",
+            "-r",
+            "NVIDIA/cutlass",
+            "-o",
+            out,
+            "--base-url",
+            gh.base_url,
+            "--overwrite",
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert len(read_records(out)) == N_ISSUES + 1  # --overwrite replaces the file once, then merges
 
@@ -110,10 +142,13 @@ def test_gold_sheet_of_urls_and_labels_becomes_a_gold_set(gh, tmp_path):
     from classify.core.taxonomy import load_taxonomy
 
     # Labels taken from the shipped gold set, so they are valid codes of the taxonomy.
-    coded = [r for r in read_rows(DEFAULT_GOLD) if r["root_cause"]][:2] + [r for r in read_rows(DEFAULT_GOLD) if not r["root_cause"]][:1]
+    coded = [r for r in read_rows(DEFAULT_GOLD) if r["root_cause"]][:2] + [
+        r for r in read_rows(DEFAULT_GOLD) if not r["root_cause"]
+    ][:1]
     sheet = tmp_path / "sheet.csv"
     lines = ["URL,symptom,root_cause"] + [
-        f"https://github.com/triton-lang/triton/issues/{n},{r['symptom']},{r['root_cause'] or ''}" for n, r in zip((1, 2, 3), coded)
+        f"https://github.com/triton-lang/triton/issues/{n},{r['symptom']},{r['root_cause'] or ''}"
+        for n, r in zip((1, 2, 3), coded)
     ]
     sheet.write_text("\n".join(lines) + "\n")
     out = tmp_path / "gold.jsonl"

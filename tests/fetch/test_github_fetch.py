@@ -6,11 +6,11 @@ import re
 import time
 
 import pytest
-from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (fixtures)
+from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN
 from github_server import Fault, LocalGitHub
 
-from classify.ingest import FetchError, RateLimitError, RetryPolicy, fetch_issue_refs, fetch_repo_issues, write_fetched
 from classify.core.records import read_records
+from classify.ingest import FetchError, RateLimitError, RetryPolicy, fetch_issue_refs, fetch_repo_issues, write_fetched
 
 ISSUES = [n for n in range(1, N_ITEMS + 1) if n not in PRS]
 LIST = r"/issues\?"  # fault patterns: the issues list, and one page of it
@@ -21,7 +21,13 @@ def page(n: int) -> str:
 
 
 def list_requests(gh, n: int):
-    return [r for r in gh.log if "/comments" not in r.path and r.path.split("?")[0].endswith("/issues") and re.search(rf"\bpage={n}\b", r.path)]
+    return [
+        r
+        for r in gh.log
+        if "/comments" not in r.path
+        and r.path.split("?")[0].endswith("/issues")
+        and re.search(rf"\bpage={n}\b", r.path)
+    ]
 
 
 def _numbers(rows):
@@ -253,9 +259,15 @@ def test_refresh_finds_items_past_a_full_last_page(gh, make_client, link_on_304)
     fetch_repo_issues(make_client(gh, cache="etags.sqlite"), "triton-lang/triton", per_page=23, comments="per-issue")
     gh.repos["triton-lang/triton"].add_issue(24, "A new one")
     n = len(gh.log)
-    res = fetch_repo_issues(make_client(gh, cache="etags.sqlite"), "triton-lang/triton", per_page=23, comments="per-issue")
+    res = fetch_repo_issues(
+        make_client(gh, cache="etags.sqlite"), "triton-lang/triton", per_page=23, comments="per-issue"
+    )
     assert _numbers(res.rows) == ISSUES + [24]
-    first_page = [r.status for r in gh.log[n:] if r.path.split("?")[0].endswith("/issues") and "page=" not in r.path.replace("per_page", "")]
+    first_page = [
+        r.status
+        for r in gh.log[n:]
+        if r.path.split("?")[0].endswith("/issues") and "page=" not in r.path.replace("per_page", "")
+    ]
     # With the Link header on the 304 no full request is needed; without it, page 1 is asked again.
     assert first_page == ([304] if link_on_304 else [304, 200])
 
@@ -290,7 +302,9 @@ def test_links_to_another_host_are_refused(gh, make_client):
 
 
 def test_fetch_by_urls_carries_spreadsheet_columns(gh, make_client):
-    gh.add_repo("bitsandbytes-foundation/bitsandbytes").add_issue(1002, "bnb fails on Colab", comments=[("Titus", "Upgrade to 0.42.")])
+    gh.add_repo("bitsandbytes-foundation/bitsandbytes").add_issue(
+        1002, "bnb fails on Colab", comments=[("Titus", "Upgrade to 0.42.")]
+    )
     gh.renames["timdettmers/bitsandbytes"] = "bitsandbytes-foundation/bitsandbytes"
     refs = [
         ("https://github.com/triton-lang/triton/issues/5", {"symptom": "crash", "root_cause": None}),
@@ -299,8 +313,14 @@ def test_fetch_by_urls_carries_spreadsheet_columns(gh, make_client):
         ("https://github.com/triton-lang/triton/issues/12", {}),  # a PR behind an issues URL
         ("https://github.com/triton-lang/triton/issues/999", {}),  # missing
         ("triton-lang/triton#6", {"symptom": "wrong_output", "title": "spreadsheet title"}),
-        ("https://github.com/triton-lang/triton/issues/6", {"symptom": "wrong_output", "title": "spreadsheet title"}),  # duplicate, same values
-        ("https://github.com/triton-lang/triton/issues/5#issuecomment-1", {"symptom": "hang"}),  # duplicate, conflicting
+        (
+            "https://github.com/triton-lang/triton/issues/6",
+            {"symptom": "wrong_output", "title": "spreadsheet title"},
+        ),  # duplicate, same values
+        (
+            "https://github.com/triton-lang/triton/issues/5#issuecomment-1",
+            {"symptom": "hang"},
+        ),  # duplicate, conflicting
         ("not a url", {}),
     ]
     client = make_client(gh)
@@ -311,11 +331,21 @@ def test_fetch_by_urls_carries_spreadsheet_columns(gh, make_client):
     assert "maintainer (2024-01-06)" in rows["triton-5"]["discussion"]
     bnb = rows["bitsandbytes-1002"]
     assert bnb["repo"] == "bitsandbytes-foundation/bitsandbytes" and bnb["symptom"] == "deployment_failure"
-    assert bnb["url"] == "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1002" and "Titus" in bnb["discussion"]
+    assert (
+        bnb["url"] == "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1002"
+        and "Titus" in bnb["discussion"]
+    )
     assert rows["triton-6"]["title"] == "Issue 6: kernel fails"  # GitHub's text wins over the sheet's
-    assert res.skipped_prs == ["https://github.com/triton-lang/triton/pull/8", "https://github.com/triton-lang/triton/issues/12"]
+    assert res.skipped_prs == [
+        "https://github.com/triton-lang/triton/pull/8",
+        "https://github.com/triton-lang/triton/issues/12",
+    ]
     failed = dict(res.failures)
-    assert set(failed) == {"https://github.com/triton-lang/triton/issues/999", "https://github.com/triton-lang/triton/issues/5#issuecomment-1", "not a url"}
+    assert set(failed) == {
+        "https://github.com/triton-lang/triton/issues/999",
+        "https://github.com/triton-lang/triton/issues/5#issuecomment-1",
+        "not a url",
+    }
     assert "404" in failed["https://github.com/triton-lang/triton/issues/999"]
     assert "different values for ['symptom']" in failed["https://github.com/triton-lang/triton/issues/5#issuecomment-1"]
     assert len(gh.requests_to("/issues/6")) == 1  # the duplicate was not fetched again

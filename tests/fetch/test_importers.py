@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from classify.ingest import import_gh_json, import_table, parse_mapping, read_issue_refs, write_fetched
 from classify.core.records import RecordsError, read_records, read_rows, write_rows
+from classify.ingest import import_gh_json, import_table, parse_mapping, read_issue_refs, write_fetched
 
 GH_LIST = [
     {
@@ -16,14 +16,24 @@ GH_LIST = [
         "closedAt": "2024-05-09T12:00:00Z",
         "comments": [
             {
-                "id": "IC_kwDOH1", "author": {"login": "tridao"}, "authorAssociation": "MEMBER",
-                "body": "Can you share a repro?", "createdAt": "2024-05-02T10:00:00Z", "includesCreatedEdit": False,
-                "isMinimized": False, "minimizedReason": "", "reactionGroups": [],
-                "url": "https://github.com/Dao-AILab/flash-attention/issues/58#issuecomment-1", "viewerDidAuthor": False,
+                "id": "IC_kwDOH1",
+                "author": {"login": "tridao"},
+                "authorAssociation": "MEMBER",
+                "body": "Can you share a repro?",
+                "createdAt": "2024-05-02T10:00:00Z",
+                "includesCreatedEdit": False,
+                "isMinimized": False,
+                "minimizedReason": "",
+                "reactionGroups": [],
+                "url": "https://github.com/Dao-AILab/flash-attention/issues/58#issuecomment-1",
+                "viewerDidAuthor": False,
             },
             {
-                "id": "IC_kwDOH2", "author": {"login": "stale[bot]"}, "authorAssociation": "NONE",
-                "body": "This issue is stale.", "createdAt": "2024-05-08T10:00:00Z",
+                "id": "IC_kwDOH2",
+                "author": {"login": "stale[bot]"},
+                "authorAssociation": "NONE",
+                "body": "This issue is stale.",
+                "createdAt": "2024-05-08T10:00:00Z",
             },
         ],
         "createdAt": "2024-05-01T09:00:00Z",
@@ -36,8 +46,14 @@ GH_LIST = [
         "url": "https://github.com/Dao-AILab/flash-attention/issues/58",
     },
     {
-        "author": {"login": "bob", "is_bot": False}, "body": "", "comments": [], "createdAt": "2024-06-01T00:00:00Z",
-        "labels": [], "number": 19, "state": "OPEN", "title": "FP8 GEMM wrong results",
+        "author": {"login": "bob", "is_bot": False},
+        "body": "",
+        "comments": [],
+        "createdAt": "2024-06-01T00:00:00Z",
+        "labels": [],
+        "number": 19,
+        "state": "OPEN",
+        "title": "FP8 GEMM wrong results",
         "url": "https://github.com/deepseek-ai/DeepGEMM/issues/19",
     },
 ]
@@ -51,7 +67,10 @@ def test_gh_issue_list_export(tmp_path):
     assert a["id"] == "flash-attention-58" and a["repo"] == "Dao-AILab/flash-attention" and a["number"] == 58
     assert b["id"] == "deepgemm-19" and b["repo"] == "deepseek-ai/DeepGEMM"  # ids like the gold set's
     assert a["body"] == "Backward pass crashes\non sm_90 with head dim 256."
-    assert a["discussion"] == "tridao (2024-05-02):\nCan you share a repro?\n\nstale[bot] (2024-05-08):\nThis issue is stale."
+    assert (
+        a["discussion"]
+        == "tridao (2024-05-02):\nCan you share a repro?\n\nstale[bot] (2024-05-08):\nThis issue is stale."
+    )
     assert (a["state"], a["state_reason"], a["labels"], a["author"]) == ("closed", "completed", ["bug"], "alice")
     assert a["created_at"] == "2024-05-01T09:00:00Z" and a["closed_at"] == "2024-05-09T12:00:00Z"
     assert "stale" not in import_gh_json(src, skip_bot_comments=True)[0]["discussion"]
@@ -76,9 +95,17 @@ def test_gh_view_object_and_rest_paginate_output(tmp_path):
 
     def rest(n, pr=False):
         d = {
-            "html_url": f"https://github.com/o/kern/{'pull' if pr else 'issues'}/{n}", "number": n, "title": f"t{n}",
-            "body": "b", "user": {"login": "u"}, "labels": [{"name": "bug"}], "state": "open", "comments": 0,
-            "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z", "closed_at": None,
+            "html_url": f"https://github.com/o/kern/{'pull' if pr else 'issues'}/{n}",
+            "number": n,
+            "title": f"t{n}",
+            "body": "b",
+            "user": {"login": "u"},
+            "labels": [{"name": "bug"}],
+            "state": "open",
+            "comments": 0,
+            "created_at": "2024-01-01T00:00:00Z",
+            "updated_at": "2024-01-01T00:00:00Z",
+            "closed_at": None,
         }
         if pr:
             d["pull_request"] = {"url": "x"}
@@ -104,7 +131,11 @@ def test_gh_export_errors_are_clear(tmp_path):
 
 
 def test_parse_mapping():
-    assert parse_mapping(["title=Title,body=Description", "url = Link"]) == {"title": "Title", "body": "Description", "url": "Link"}
+    assert parse_mapping(["title=Title,body=Description", "url = Link"]) == {
+        "title": "Title",
+        "body": "Description",
+        "url": "Link",
+    }
     assert parse_mapping(["body=Col=with=equals"]) == {"body": "Col=with=equals"}
     for bad in (["title"], ["=Title"], ["title=A,title=B"]):
         with pytest.raises(ValueError):
@@ -126,14 +157,26 @@ def test_csv_with_mapping_derives_ids_and_keeps_other_columns(tmp_path):
         tmp_path / "sheet.csv",
         ["Link", "Title", "Description", "Symptom", "title"],
         [
-            ["https://github.com/deepseek-ai/DeepGEMM/issues/19", "FP8 GEMM wrong", "Results differ", "wrong_output", "old"],
+            [
+                "https://github.com/deepseek-ai/DeepGEMM/issues/19",
+                "FP8 GEMM wrong",
+                "Results differ",
+                "wrong_output",
+                "old",
+            ],
             ["https://github.com/NVIDIA/cutlass/issues/7", "Build fails", "nvcc error", "build_failure", "old"],
         ],
     )
     rows = import_table(src, parse_mapping(["url=Link,title=Title,body=Description"]))
     assert [r["id"] for r in rows] == ["deepgemm-19", "cutlass-7"]
     r = rows[0]
-    assert (r["repo"], r["number"], r["title"], r["body"], r["Symptom"]) == ("deepseek-ai/DeepGEMM", 19, "FP8 GEMM wrong", "Results differ", "wrong_output")
+    assert (r["repo"], r["number"], r["title"], r["body"], r["Symptom"]) == (
+        "deepseek-ai/DeepGEMM",
+        19,
+        "FP8 GEMM wrong",
+        "Results differ",
+        "wrong_output",
+    )
     assert "Link" not in r and "Title" not in r and r["discussion"] == ""
     out = tmp_path / "out.parquet"
     write_fetched(out, rows)
@@ -144,7 +187,10 @@ def test_csv_with_mapping_derives_ids_and_keeps_other_columns(tmp_path):
 def test_csv_ids_from_repo_and_number(tmp_path):
     src = _csv(tmp_path / "t.csv", ["Number", "Title"], [["12", "a"], ["13.0", "b"]])
     rows = import_table(src, {"number": "Number", "title": "Title"}, repo="triton-lang/triton")
-    assert [(r["id"], r["number"], r["repo"]) for r in rows] == [("triton-12", 12, "triton-lang/triton"), ("triton-13", 13, "triton-lang/triton")]
+    assert [(r["id"], r["number"], r["repo"]) for r in rows] == [
+        ("triton-12", 12, "triton-lang/triton"),
+        ("triton-13", 13, "triton-lang/triton"),
+    ]
     with pytest.raises(RecordsError, match=r"2 rows without a usable id: row 1: no id column"):
         import_table(src, {"number": "Number", "title": "Title"})
     with pytest.raises(RecordsError, match=r"mapped columns not found: \['Body'\]; columns are: \['Number', 'Title'\]"):
@@ -155,7 +201,15 @@ def test_csv_ids_from_repo_and_number(tmp_path):
 
 
 def test_duplicates_and_empty_rows_are_refused_not_written(tmp_path):
-    src = _csv(tmp_path / "d.csv", ["url", "title"], [["https://github.com/o/r/issues/1", "a"], ["https://github.com/o/r/issues/1", "b"], ["https://github.com/o/r/issues/2", ""]])
+    src = _csv(
+        tmp_path / "d.csv",
+        ["url", "title"],
+        [
+            ["https://github.com/o/r/issues/1", "a"],
+            ["https://github.com/o/r/issues/1", "b"],
+            ["https://github.com/o/r/issues/2", ""],
+        ],
+    )
     rows = import_table(src)
     out = tmp_path / "out.jsonl"
     with pytest.raises(RecordsError, match=r"1 duplicated ids: r-1.*empty title and body: r-2"):
@@ -177,7 +231,17 @@ def test_read_issue_refs(tmp_path):
 
 
 def _row(n, title="t", **kw):
-    return {"id": f"r-{n}", "repo": "o/r", "number": n, "url": f"https://github.com/o/r/issues/{n}", "title": title, "body": "b", "discussion": "", "created_at": None, **kw}
+    return {
+        "id": f"r-{n}",
+        "repo": "o/r",
+        "number": n,
+        "url": f"https://github.com/o/r/issues/{n}",
+        "title": title,
+        "body": "b",
+        "discussion": "",
+        "created_at": None,
+        **kw,
+    }
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv", "parquet"])

@@ -6,7 +6,7 @@ import time
 from email.utils import formatdate
 
 import pytest
-from fetch_fixtures import FAST, N_ITEMS, PRS, gh, make_client  # noqa: F401 (fixtures)
+from fetch_fixtures import FAST, N_ITEMS, PRS
 from github_server import SECONDARY_MESSAGE, Fault
 
 from classify.ingest import RateLimitError, fetch_repo_issues
@@ -16,8 +16,12 @@ ISSUES = [n for n in range(1, N_ITEMS + 1) if n not in PRS]
 
 def _date_fault(seconds_ahead: float) -> Fault:
     # Date header of the local server: its clock, which is ours; the header is whole seconds.
-    return Fault(r"/issues\?", 403, {"retry-after": formatdate(time.time() + seconds_ahead, usegmt=True)},
-                 {"message": SECONDARY_MESSAGE})
+    return Fault(
+        r"/issues\?",
+        403,
+        {"retry-after": formatdate(time.time() + seconds_ahead, usegmt=True)},
+        {"message": SECONDARY_MESSAGE},
+    )
 
 
 def test_http_date_retry_after_is_honoured(gh, make_client):

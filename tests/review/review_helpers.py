@@ -49,8 +49,16 @@ def fake_eval_run(tmp: Path, gold_path: Path, tax_path: Path, flips: dict, name:
             row.update({f"gold_{d}": gl, d: label, f"{d}_confidence": conf, f"{d}_proba": proba})
         rows.append(row)
     (run / "predictions.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
-    meta = {"model": "fake-model", "mode": "cv", "taxonomy": tax.label, "taxonomy_fingerprint": tax.fingerprint(),
-            "gold": str(gold_path), "gold_hash": g.hash, "n_gold": len(g), "created_at": "2026-01-01T00:00:00+00:00"}
+    meta = {
+        "model": "fake-model",
+        "mode": "cv",
+        "taxonomy": tax.label,
+        "taxonomy_fingerprint": tax.fingerprint(),
+        "gold": str(gold_path),
+        "gold_hash": g.hash,
+        "n_gold": len(g),
+        "created_at": "2026-01-01T00:00:00+00:00",
+    }
     dims = {d: {"n": 1, "kappa": {"kappa": 0.5, "lo": 0.4, "hi": 0.6}} for d in tax.dimension_ids}
     (run / "metrics.json").write_text(json.dumps({"meta": meta, "dimensions": dims}), encoding="utf-8")
     return run

@@ -17,16 +17,26 @@ def _run(tmp_path, name, kappas, gold_hash, gold_labels):
     meta = {"model": "m", "taxonomy": "t@1", "taxonomy_fingerprint": "f1", "gold_hash": gold_hash, "n_gold": 3}
     dims = {k: {"n": 3, "kappa": {"kappa": v, "lo": v - 0.1, "hi": v + 0.1}} for k, v in kappas.items()}
     (d / "metrics.json").write_text(json.dumps({"meta": meta, "dimensions": dims}))
-    (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i, "gold_symptom": y}) + "\n" for i, y in gold_labels.items()))
+    (d / "predictions.jsonl").write_text(
+        "".join(json.dumps({"id": i, "gold_symptom": y}) + "\n" for i, y in gold_labels.items())
+    )
     return d
 
 
 def test_compare_deltas_and_changed_gold(tmp_path):
     old = _run(tmp_path, "old", {"symptom": 0.5, "root_cause": 0.3}, "h1", {"a": "crash", "b": "hang", "c": "crash"})
-    new = {"dimensions": {"symptom": {"n": 4, "kappa": {"kappa": 0.6, "lo": 0.5, "hi": 0.7}},
-                          "extra": {"n": 2, "kappa": {"kappa": 0.1, "lo": 0.0, "hi": 0.2}}}}
-    c = compare_metrics(new, {"model": "m", "taxonomy_fingerprint": "f2", "gold_hash": "h2"}, old,
-                        {"a": {"symptom": "crash"}, "b": {"symptom": "crash"}, "d": {"symptom": "hang"}})
+    new = {
+        "dimensions": {
+            "symptom": {"n": 4, "kappa": {"kappa": 0.6, "lo": 0.5, "hi": 0.7}},
+            "extra": {"n": 2, "kappa": {"kappa": 0.1, "lo": 0.0, "hi": 0.2}},
+        }
+    }
+    c = compare_metrics(
+        new,
+        {"model": "m", "taxonomy_fingerprint": "f2", "gold_hash": "h2"},
+        old,
+        {"a": {"symptom": "crash"}, "b": {"symptom": "crash"}, "d": {"symptom": "hang"}},
+    )
     assert c["dimensions"]["symptom"]["delta"] == pytest.approx(0.1)
     assert c["dimensions"]["symptom"]["previous_n"] == 3
     assert "delta" not in c["dimensions"]["extra"]
@@ -45,7 +55,9 @@ def test_previous_folds_reused_and_new_ids_hashed(tmp_path):
     meta = json.loads((d / "metrics.json").read_text())
     meta["meta"].update(mode="cv", params={"k": 3})
     (d / "metrics.json").write_text(json.dumps(meta))
-    (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i, "fold": f}) + "\n" for i, f in (("a", 2), ("b", 0))))
+    (d / "predictions.jsonl").write_text(
+        "".join(json.dumps({"id": i, "fold": f}) + "\n" for i, f in (("a", 2), ("b", 0)))
+    )
     folds, note = previous_folds(d, ["b", "a", "new"], 3)
     assert folds[:2] == [0, 2] and 0 <= folds[2] < 3
     assert folds == previous_folds(d, ["b", "a", "new"], 3)[0]  # hashing is stable

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.gold import load_gold
-from classify.review.schema import load_queue
 from classify.core.taxonomy import load_taxonomy
+from classify.review.schema import load_queue
 
 runner = CliRunner()
 
@@ -39,20 +39,37 @@ def test_review_loop_on_a_real_eval(tmp_path, monkeypatch):
     kinds = {r.kind for it in q.items for r in it.reasons}
     assert "model_disagrees" in kinds
     # every gold item the model got wrong is in the queue, confident disagreements first
-    wrong = {(r["id"], d) for r in preds for d in ("symptom", "root_cause")
-             if r[f"gold_{d}"] is not None and r[d] != r[f"gold_{d}"]}
+    wrong = {
+        (r["id"], d)
+        for r in preds
+        for d in ("symptom", "root_cause")
+        if r[f"gold_{d}"] is not None and r[d] != r[f"gold_{d}"]
+    }
     assert wrong <= set(q.index())
     dis = [it for it in q.items if {r.kind for r in it.reasons} == {"model_disagrees"}]
     assert all(a.score >= b.score for a, b in zip(dis, dis[1:]))
 
     # review the first three items: accept, set another label with a cue, keep
     first = q.items[:3]
-    alt = next(c for c in load_taxonomy(tp).dimensions[first[1].dimension].ids
-               if c not in (first[1].gold, *first[1].model_labels()))
+    alt = next(
+        c
+        for c in load_taxonomy(tp).dimensions[first[1].dimension].ids
+        if c not in (first[1].gold, *first[1].model_labels())
+    )
     script = [
-        "a", "model is right", "",
-        "s", alt, "", "i", alt, "a cue learned in review", "",
-        "k", "", "",
+        "a",
+        "model is right",
+        "",
+        "s",
+        alt,
+        "",
+        "i",
+        alt,
+        "a cue learned in review",
+        "",
+        "k",
+        "",
+        "",
         "q",
     ]
     out = _cli("review", "-q", qp, "-r", "tester", input="\n".join(script) + "\n")
@@ -66,8 +83,23 @@ def test_review_loop_on_a_real_eval(tmp_path, monkeypatch):
     assert gold2.labels[first[0].dimension][gold2.ids.index(first[0].id)] == first[0].model_labels()[0]
     assert gold2.labels[first[1].dimension][gold2.ids.index(first[1].id)] == alt
 
-    out = _cli("eval", "-m", "embed-centroid", "-g", g2, "-t", t2, "--folds", "2", "--n-boot", "100",
-               "--out-dir", evals, "--compare", run1)
+    out = _cli(
+        "eval",
+        "-m",
+        "embed-centroid",
+        "-g",
+        g2,
+        "-t",
+        t2,
+        "--folds",
+        "2",
+        "--n-boot",
+        "100",
+        "--out-dir",
+        evals,
+        "--compare",
+        run1,
+    )
     (run2,) = [p for p in evals.iterdir() if p != run1]
     m2 = json.loads((run2 / "metrics.json").read_text())
     assert m2["meta"]["taxonomy"] == "gpu-kernel-issues@2"

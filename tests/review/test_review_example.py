@@ -7,10 +7,10 @@ from review_helpers import gold_subset
 
 from classify.core.gold import load_gold
 from classify.core.paths import PROJECT_ROOT
+from classify.core.taxonomy import load_taxonomy
 from classify.review.apply import plan_apply
 from classify.review.decisions import read_decisions
 from classify.review.queue import build_queue
-from classify.core.taxonomy import load_taxonomy
 
 EXAMPLE = PROJECT_ROOT / "docs" / "review-example"
 

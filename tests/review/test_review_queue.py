@@ -8,9 +8,9 @@ import pytest
 from review_helpers import fake_eval_run, gold_subset, unlabeled_subset
 
 from classify.core.gold import load_gold
+from classify.core.taxonomy import load_taxonomy
 from classify.review.queue import build_queue, note_dimensions
 from classify.review.schema import QueueError, load_queue, save_queue
-from classify.core.taxonomy import load_taxonomy
 
 
 @pytest.fixture
@@ -29,11 +29,16 @@ def test_eval_disagreements_ordered_by_confidence_with_everything_shown(tmp_path
     strong = _pick(gold, "symptom", "deployment_failure")[0]
     weak = _pick(gold, "symptom", "crash")[0]
     rc = _pick(gold, "root_cause", "api_misuse")[0]
-    run = fake_eval_run(tmp_path, gold.path, gold.taxonomy.path, {
-        (strong, "symptom"): ("build_failure", 0.95),
-        (weak, "symptom"): ("hang", 0.40),
-        (rc, "root_cause"): ("algorithm_logic", 0.7),
-    })
+    run = fake_eval_run(
+        tmp_path,
+        gold.path,
+        gold.taxonomy.path,
+        {
+            (strong, "symptom"): ("build_failure", 0.95),
+            (weak, "symptom"): ("hang", 0.40),
+            (rc, "root_cause"): ("algorithm_logic", 0.7),
+        },
+    )
     q, counts = build_queue(gold, evals=[run])
     keys = [it.key for it in q.items]
     assert set(keys) == {(strong, "symptom"), (weak, "symptom"), (rc, "root_cause")}
@@ -79,14 +84,29 @@ def test_unlabeled_runs_disagreement_and_low_confidence(tmp_path, gold):
     def run_file(name, model, labels):
         rows = []
         for rid, (lab, conf) in zip(ids, labels):
-            rows.append({"id": rid, "symptom": lab, "symptom_confidence": conf, "root_cause": "api_misuse",
-                         "root_cause_confidence": 0.9, "model": model, "taxonomy": gold.taxonomy.label})
+            rows.append(
+                {
+                    "id": rid,
+                    "symptom": lab,
+                    "symptom_confidence": conf,
+                    "root_cause": "api_misuse",
+                    "root_cause_confidence": 0.9,
+                    "model": model,
+                    "taxonomy": gold.taxonomy.label,
+                }
+            )
         p = tmp_path / name
         p.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return p
 
-    a = run_file("a.jsonl", "m1", [("crash", 0.9), ("crash", 0.3), ("hang", 0.8), ("crash", 0.9), ("crash", 0.9), ("crash", 0.9)])
-    b = run_file("b.jsonl", "m2", [("build_failure", 0.8), ("crash", 0.9), ("hang", 0.9), ("crash", 0.9), ("crash", 0.9), ("crash", 0.9)])
+    a = run_file(
+        "a.jsonl", "m1", [("crash", 0.9), ("crash", 0.3), ("hang", 0.8), ("crash", 0.9), ("crash", 0.9), ("crash", 0.9)]
+    )
+    b = run_file(
+        "b.jsonl",
+        "m2",
+        [("build_failure", 0.8), ("crash", 0.9), ("hang", 0.9), ("crash", 0.9), ("crash", 0.9), ("crash", 0.9)],
+    )
     q, counts = build_queue(gold, runs=[a, b], inputs=[inp], min_confidence=0.5)
     by = q.index()
     assert set(by) == {(ids[0], "symptom"), (ids[1], "symptom")}

@@ -16,13 +16,13 @@ from review_helpers import read_jsonl, tree_state, unlabeled_subset
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.core.paths import DEFAULT_SCREENING, PROJECT_ROOT
-from classify.review.apply import ApplyError, plan_apply
 from classify.core.goldfile import load_gold_for
-from classify.review.queue import build_queue, note_dimensions
-from classify.review.schema import AddCategory, Decision, NewCategory, load_queue
+from classify.core.paths import DEFAULT_SCREENING, PROJECT_ROOT
 from classify.core.screening import SCREENING_TAXONOMY, file_row, load_screening_gold, screening_taxonomy
 from classify.core.taxonomy import load_taxonomy
+from classify.review.apply import ApplyError, plan_apply
+from classify.review.queue import build_queue, note_dimensions
+from classify.review.schema import AddCategory, Decision, NewCategory, load_queue
 
 runner = CliRunner()
 NOTES = PROJECT_ROOT / "gold" / "adjudication.jsonl"
@@ -46,15 +46,29 @@ def screening_run(tmp_path_factory):
     (tmp / "gold").mkdir()
     (tmp / "codebook").mkdir()
     lines = DEFAULT_SCREENING.read_text(encoding="utf-8").splitlines()
-    keep = [ln for i, ln in enumerate(lines)
-            if i % 3 == 0 or json.loads(ln)["id"] in (FLIP, *NOT_SCREENING_NOTES)]
+    keep = [ln for i, ln in enumerate(lines) if i % 3 == 0 or json.loads(ln)["id"] in (FLIP, *NOT_SCREENING_NOTES)]
     gp = tmp / "gold" / "screening.jsonl"
     gp.write_text("\n".join(keep) + "\n", encoding="utf-8")
     tp = tmp / "codebook" / "screening-v1.yaml"
     shutil.copy(SCREENING_TAXONOMY, tp)
     evals = tmp / "evals"
-    _cli("eval", "--task", "screening", "-m", "tfidf-logreg", "-g", gp, "-t", tp, "--folds", "2",
-         "--n-boot", "100", "--out-dir", evals)
+    _cli(
+        "eval",
+        "--task",
+        "screening",
+        "-m",
+        "tfidf-logreg",
+        "-g",
+        gp,
+        "-t",
+        tp,
+        "--folds",
+        "2",
+        "--n-boot",
+        "100",
+        "--out-dir",
+        evals,
+    )
     (run,) = list(evals.iterdir())
     return {"tmp": tmp, "gold": gp, "tax": tp, "run": run, "evals": evals}
 
@@ -112,21 +126,33 @@ def test_screening_review_loop_keeps_the_file_encoding(screening_run):
     assert all("screening" not in r and isinstance(r["failure_report"], bool) for r in new.values())
     f = new[FLIP]
     assert f["failure_report"] is False and (f["coder_a"], f["coder_b"]) == (True, False)
-    assert f["review_history"] == [{
-        "dimension": "screening", "old": "failure_report", "new": "other", "action": "set",
-        "reason": "label set in review; queued for: codebook_note", "reviewer": "dana", "date": f["review_history"][0]["date"],
-        "taxonomy": "screening@2", "note": "a feature request; the errors are the fix's motivation"}]
+    assert f["review_history"] == [
+        {
+            "dimension": "screening",
+            "old": "failure_report",
+            "new": "other",
+            "action": "set",
+            "reason": "label set in review; queued for: codebook_note",
+            "reviewer": "dana",
+            "date": f["review_history"][0]["date"],
+            "taxonomy": "screening@2",
+            "note": "a feature request; the errors are the fix's motivation",
+        }
+    ]
     k = new[top.id]
     assert k["failure_report"] is (top.gold == "failure_report")
-    assert [(h["action"], h["old"], h["new"], h["reviewer"]) for h in k["review_history"]] == [("keep", top.gold, top.gold, "lead")]
+    assert [(h["action"], h["old"], h["new"], h["reviewer"]) for h in k["review_history"]] == [
+        ("keep", top.gold, top.gold, "lead")
+    ]
     # every row no decision touched keeps its line byte for byte
     for old_ln, new_ln in zip(old_lines, new_lines):
         if json.loads(old_ln)["id"] not in (FLIP, top.id):
             assert new_ln == old_ln
     # the flipped row differs from its old one in failure_report and the history only
     old_f = next(json.loads(ln) for ln in old_lines if json.loads(ln)["id"] == FLIP)
-    assert {key: v for key, v in f.items() if key not in ("failure_report", "review_history")} == \
-           {key: v for key, v in old_f.items() if key != "failure_report"}
+    assert {key: v for key, v in f.items() if key not in ("failure_report", "review_history")} == {
+        key: v for key, v in old_f.items() if key != "failure_report"
+    }
 
     tax2 = screening_taxonomy(t2)
     assert tax2.version == "2" and cue in tax2.dimensions["screening"].category(top.gold).include
@@ -138,8 +164,25 @@ def test_screening_review_loop_keeps_the_file_encoding(screening_run):
     assert [gold2.ids[i] for i in changed] == [FLIP]
     assert _cli("gold", "validate", "-g", g2, "-t", t2) == f"ok: {len(gold2)} records valid against screening@2"
 
-    _cli("eval", "--task", "screening", "-m", "tfidf-logreg", "-g", g2, "-t", t2, "--folds", "2", "--n-boot", "100",
-         "--out-dir", s["evals"], "--compare", run)
+    _cli(
+        "eval",
+        "--task",
+        "screening",
+        "-m",
+        "tfidf-logreg",
+        "-g",
+        g2,
+        "-t",
+        t2,
+        "--folds",
+        "2",
+        "--n-boot",
+        "100",
+        "--out-dir",
+        s["evals"],
+        "--compare",
+        run,
+    )
     (run2,) = [p for p in s["evals"].iterdir() if p != run]
     comp = json.loads((run2 / "metrics.json").read_text())["comparison"]
     assert comp["gold_labels_changed"] == {"screening": 1}
@@ -154,16 +197,31 @@ def test_screening_eval_run_is_refused_for_other_gold(screening_run, tmp_path):
     # against the whole screening gold: same taxonomy, other gold content
     out = _cli("review", "build", "--task", "screening", "-e", run, "-o", qp, code=2)
     assert f"but the gold given has hash {load_screening_gold().hash}" in out
-    out = _cli("review", "build", "--task", "screening", "-t", PROJECT_ROOT / "codebook" / "taxonomy-v1.yaml",
-               "-e", run, "-o", qp, code=2)
+    out = _cli(
+        "review",
+        "build",
+        "--task",
+        "screening",
+        "-t",
+        PROJECT_ROOT / "codebook" / "taxonomy-v1.yaml",
+        "-e",
+        run,
+        "-o",
+        qp,
+        code=2,
+    )
     assert "--task screening does not fit" in out
     assert not qp.exists()
 
 
 def test_notes_name_screening_by_its_words_not_by_everyday_other():
     st, rt = screening_taxonomy(), load_taxonomy()
-    assert note_dimensions("Add to failure_report: a post withdrawn by its reporter is a request (false).", st) == ["screening"]
-    assert note_dimensions("once a maintainer states support, a follow-up still failing is a failure report", st) == ["screening"]
+    assert note_dimensions("Add to failure_report: a post withdrawn by its reporter is a request (false).", st) == [
+        "screening"
+    ]
+    assert note_dimensions("once a maintainer states support, a follow-up still failing is a failure report", st) == [
+        "screening"
+    ]
     assert note_dimensions("such a thread asking for a workaround leaves the thread false", st) == ["screening"]
     assert note_dimensions("a hardware limit of some other configuration; use_cp=False", st) == []
     # and the screening words do not pull a note into symptom or root cause
@@ -184,8 +242,24 @@ def test_labels_from_run_screen_become_screening_items(screening_run, tmp_path):
     rows = read_jsonl(lab)
     assert all(r["taxonomy"] == "gpu-kernel-issues@1" and r["screening_taxonomy"] == "screening@1" for r in rows)
     qp = tmp_path / "review" / "queue.json"
-    _cli("review", "build", "--task", "screening", "-g", s["gold"], "-t", s["tax"], "-l", lab, "-i", inp,
-         "--min-confidence", "0.999", "-o", qp)
+    _cli(
+        "review",
+        "build",
+        "--task",
+        "screening",
+        "-g",
+        s["gold"],
+        "-t",
+        s["tax"],
+        "-l",
+        lab,
+        "-i",
+        inp,
+        "--min-confidence",
+        "0.999",
+        "-o",
+        qp,
+    )
     q = load_queue(qp)
     assert {it.id for it in q.items} == {r["id"] for r in rows}  # every label is under 0.999
     it = q.items[0]
@@ -204,14 +278,48 @@ def test_labels_from_run_screen_become_screening_items(screening_run, tmp_path):
         r["screening_taxonomy"] = "screening@9"
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    out = _cli("review", "build", "--task", "screening", "-g", s["gold"], "-t", s["tax"], "-l", bad, "-i", inp,
-               "-o", tmp_path / "q2.json", code=2)
+    out = _cli(
+        "review",
+        "build",
+        "--task",
+        "screening",
+        "-g",
+        s["gold"],
+        "-t",
+        s["tax"],
+        "-l",
+        bad,
+        "-i",
+        inp,
+        "-o",
+        tmp_path / "q2.json",
+        code=2,
+    )
     assert "labeled with taxonomy screening@9" in out
     plain = tmp_path / "plain.jsonl"
-    plain.write_text("".join(json.dumps({"id": r["id"], "symptom": "crash", "taxonomy": "gpu-kernel-issues@1"}) + "\n"
-                             for r in rows), encoding="utf-8")
-    out = _cli("review", "build", "--task", "screening", "-g", s["gold"], "-t", s["tax"], "-l", plain, "-i", inp,
-               "-o", tmp_path / "q3.json", code=2)
+    plain.write_text(
+        "".join(
+            json.dumps({"id": r["id"], "symptom": "crash", "taxonomy": "gpu-kernel-issues@1"}) + "\n" for r in rows
+        ),
+        encoding="utf-8",
+    )
+    out = _cli(
+        "review",
+        "build",
+        "--task",
+        "screening",
+        "-g",
+        s["gold"],
+        "-t",
+        s["tax"],
+        "-l",
+        plain,
+        "-i",
+        inp,
+        "-o",
+        tmp_path / "q3.json",
+        code=2,
+    )
     assert "no screening labels in it" in out
 
 
@@ -220,28 +328,56 @@ def test_a_label_the_boolean_cannot_hold_is_refused(screening_run):
     g = load_gold_for(s["gold"], screening_taxonomy(s["tax"]))
     q, _ = build_queue(g, evals=[s["run"]], use_cleanlab=False)
     it = q.items[0]
-    d = Decision(id=it.id, dimension="screening", action="set", gold=it.gold, label="unclear", reviewer="lead",
-                 decided_at="2026-02-01T10:00:00+00:00",
-                 proposals=[AddCategory(dimension="screening", category=NewCategory(
-                     id="unclear", definition="Too little of the thread to tell."))])
+    d = Decision(
+        id=it.id,
+        dimension="screening",
+        action="set",
+        gold=it.gold,
+        label="unclear",
+        reviewer="lead",
+        decided_at="2026-02-01T10:00:00+00:00",
+        proposals=[
+            AddCategory(
+                dimension="screening",
+                category=NewCategory(id="unclear", definition="Too little of the thread to tell."),
+            )
+        ],
+    )
     with pytest.raises(ApplyError, match=rf"failure_report: true/false.*{it.id} \('unclear' has no true/false form\)"):
         plan_apply(q, [d], g)
 
 
 def test_file_row_keeps_each_fields_own_form():
     # a row holding both fields gets both updated; a coder pass with more fields stays a dict
-    raw = {"id": "x", "failure_report": True, "screening": "failure_report",
-           "coder_a": {"failure_report": True, "symptom": "crash"}, "coder_b": "true"}
-    row = {"id": "x", "failure_report": True, "screening": "other",
-           "coder_a": {"failure_report": True, "symptom": "crash", "screening": "other"},
-           "coder_b": {"screening": "failure_report"}}
+    raw = {
+        "id": "x",
+        "failure_report": True,
+        "screening": "failure_report",
+        "coder_a": {"failure_report": True, "symptom": "crash"},
+        "coder_b": "true",
+    }
+    row = {
+        "id": "x",
+        "failure_report": True,
+        "screening": "other",
+        "coder_a": {"failure_report": True, "symptom": "crash", "screening": "other"},
+        "coder_b": {"screening": "failure_report"},
+    }
     out = file_row(row, raw, boolean_file=True)
-    assert out == {"id": "x", "failure_report": False, "screening": "other",
-                   "coder_a": {"failure_report": False, "symptom": "crash"}, "coder_b": "true"}
+    assert out == {
+        "id": "x",
+        "failure_report": False,
+        "screening": "other",
+        "coder_a": {"failure_report": False, "symptom": "crash"},
+        "coder_b": "true",
+    }
     # label-valued screening rows stay label-valued, also when new
     assert file_row({"id": "y", "screening": "other"}, None, boolean_file=False) == {"id": "y", "screening": "other"}
-    assert file_row({"id": "y", "screening": None, "title": "t"}, None, boolean_file=True) == \
-           {"id": "y", "failure_report": None, "title": "t"}
+    assert file_row({"id": "y", "screening": None, "title": "t"}, None, boolean_file=True) == {
+        "id": "y",
+        "failure_report": None,
+        "title": "t",
+    }
 
 
 def test_a_file_row_without_either_field_takes_the_files_encoding():
@@ -261,4 +397,4 @@ def test_new_gold_version_keeps_lines_with_unicode_line_separators(tmp_path):
     write_gold(tmp_path / "gold.v2.jsonl", new, src)
     lines = (tmp_path / "gold.v2.jsonl").read_text(encoding="utf-8").split("\n")
     assert lines[0] == src.read_text(encoding="utf-8").split("\n")[0]  # untouched row: same bytes
-    assert [json.loads(l) for l in lines if l] == new
+    assert [json.loads(line) for line in lines if line] == new

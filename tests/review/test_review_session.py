@@ -13,10 +13,8 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.gold import load_gold
-from classify.review.queue import build_queue
-from classify.review.schema import save_queue
-from classify.review.session import EndOfInput, Session, Terminal
 from classify.core.taxonomy import load_taxonomy
+from classify.review.session import EndOfInput, Session, Terminal
 
 runner = CliRunner()
 
@@ -31,25 +29,42 @@ def setup(tmp_path):
     gp, tp = gold_subset(tmp_path)
     g = load_gold(gp, load_taxonomy(tp))
     first = lambda dim, lab: next(r.id for r, y in zip(g.records, g.labels[dim]) if y == lab)  # noqa: E731
-    ids = {"s": first("symptom", "deployment_failure"), "api": first("root_cause", "api_misuse"),
-           "sw": first("root_cause", "software_incompatibility")}
-    run = fake_eval_run(tmp_path, gp, tp, {
-        (ids["s"], "symptom"): ("build_failure", 0.95),
-        (ids["api"], "root_cause"): ("algorithm_logic", 0.9),
-        (ids["sw"], "root_cause"): ("packaging_distribution", 0.8),
-    })
+    ids = {
+        "s": first("symptom", "deployment_failure"),
+        "api": first("root_cause", "api_misuse"),
+        "sw": first("root_cause", "software_incompatibility"),
+    }
+    run = fake_eval_run(
+        tmp_path,
+        gp,
+        tp,
+        {
+            (ids["s"], "symptom"): ("build_failure", 0.95),
+            (ids["api"], "root_cause"): ("algorithm_logic", 0.9),
+            (ids["sw"], "root_cause"): ("packaging_distribution", 0.8),
+        },
+    )
     qp = tmp_path / "review" / "queue.json"
     res, out = _cli("review", "build", "-e", run, "-g", gp, "-t", tp, "--no-cleanlab", "-o", qp)
     assert res.exit_code == 0, out
     assert "3 items" in out
-    return {"tmp": tmp_path, "gold_path": gp, "tax_path": tp, "queue": qp, "dec": qp.parent / "decisions.jsonl",
-            "ids": ids, "run": run}
+    return {
+        "tmp": tmp_path,
+        "gold_path": gp,
+        "tax_path": tp,
+        "queue": qp,
+        "dec": qp.parent / "decisions.jsonl",
+        "ids": ids,
+        "run": run,
+    }
 
 
 def test_scripted_session_resumes_and_applies(setup):
     s, ids = setup, setup["ids"]
     # item 1 (most confident disagreement): accept the model's label, a note, an include-cue proposal; then quit
-    script1 = "\n".join(["a", "compile step fails", "i", "", "setup.py compiles the extension and fails", "", "q"]) + "\n"
+    script1 = (
+        "\n".join(["a", "compile step fails", "i", "", "setup.py compiles the extension and fails", "", "q"]) + "\n"
+    )
     res, out = _cli("review", "session", "-q", s["queue"], "-r", "alice", input=script1)
     assert res.exit_code == 0, out
     assert f"[1/3] {ids['s']} . symptom" in out
@@ -57,16 +72,37 @@ def test_scripted_session_resumes_and_applies(setup):
     assert "stopped: 1 decisions saved" in out and "2 items left of 3" in out
     rows = read_jsonl(s["dec"])
     assert len(rows) == 1 and rows[0]["action"] == "accept" and rows[0]["label"] == "build_failure"
-    assert rows[0]["proposals"] == [{"dimension": "symptom", "kind": "add_cue", "category": "build_failure",
-                                     "cue": "include", "text": "setup.py compiles the extension and fails"}]
+    assert rows[0]["proposals"] == [
+        {
+            "dimension": "symptom",
+            "kind": "add_cue",
+            "category": "build_failure",
+            "cue": "include",
+            "text": "setup.py compiles the extension and fails",
+        }
+    ]
 
     # resume: a wrong key, then set a label that does not exist yet and create it; keep the third; input ends
-    script2 = "\n".join([
-        "z",  # unknown key: asked again
-        "s", "documentation_defect", "y", "", "usage", "Wrong or inconsistent documentation or official examples.",
-        "misspelled include in the quickstart", "quickstart typo", "",
-        "k", "", "",
-    ]) + "\n"
+    script2 = (
+        "\n".join(
+            [
+                "z",  # unknown key: asked again
+                "s",
+                "documentation_defect",
+                "y",
+                "",
+                "usage",
+                "Wrong or inconsistent documentation or official examples.",
+                "misspelled include in the quickstart",
+                "quickstart typo",
+                "",
+                "k",
+                "",
+                "",
+            ]
+        )
+        + "\n"
+    )
     res, out = _cli("review", "-q", s["queue"], "-r", "bob", input=script2)  # no sub-command: the session
     assert res.exit_code == 0, out
     assert "resuming: 1 of 3 items decided" in out
@@ -97,8 +133,9 @@ def test_scripted_session_resumes_and_applies(setup):
     assert changes["add_category"]["items"] == [f"{ids['api']}/root_cause"]
     assert changes["add_cue"]["notes"] == ["compile step fails"]
     # v1 files unchanged and loadable
-    assert load_gold(s["gold_path"], load_taxonomy(s["tax_path"])).labels["symptom"].count("build_failure") \
-        == sum(1 for r in read_jsonl(s["gold_path"]) if r["symptom"] == "build_failure")
+    assert load_gold(s["gold_path"], load_taxonomy(s["tax_path"])).labels["symptom"].count("build_failure") == sum(
+        1 for r in read_jsonl(s["gold_path"]) if r["symptom"] == "build_failure"
+    )
 
 
 def test_single_keystroke_terminal_and_bad_answers(setup):
@@ -108,20 +145,38 @@ def test_single_keystroke_terminal_and_bad_answers(setup):
     s = setup
     q = load_queue(s["queue"])
     tax = load_taxonomy(s["tax_path"])
-    keys = iter(["x", "s", "n",  # unknown key; set -> unknown id not created ("n")
-                 "?", "",  # ambiguous, no proposal (Enter)
-                 "a", "p"])  # accept + split proposal (invalid: split into one category) -> asked again
-    lines = iter(["nonsense_label", "",  # not created; Enter at the label prompt goes back to the item
-                  "unsure",  # note of the ambiguous decision
-                  "",  # no note on item 2, then the split: default category, one new id, its definition,
-                  "", "only_one", "def", "only_one", ""])  # this item's new label, no others
+    keys = iter(
+        [
+            "x",
+            "s",
+            "n",  # unknown key; set -> unknown id not created ("n")
+            "?",
+            "",  # ambiguous, no proposal (Enter)
+            "a",
+            "p",
+        ]
+    )  # accept + split proposal (invalid: split into one category) -> asked again
+    lines = iter(
+        [
+            "nonsense_label",
+            "",  # not created; Enter at the label prompt goes back to the item
+            "unsure",  # note of the ambiguous decision
+            "",  # no note on item 2, then the split: default category, one new id, its definition,
+            "",
+            "only_one",
+            "def",
+            "only_one",
+            "",
+        ]
+    )  # this item's new label, no others
 
     def nxt(it):
         def f():
             try:
                 return next(it)
             except StopIteration:
-                raise EndOfInput
+                raise EndOfInput from None
+
         return f
 
     buf = io.StringIO()
@@ -175,18 +230,38 @@ def test_csv_round_trip(setup):
     sheet = s["tmp"] / "review" / "sheet.csv"
     res, out = _cli("review", "export", "-q", s["queue"], "-o", sheet)
     assert res.exit_code == 0, out
-    rows = _fill(sheet, {
-        ids["s"]: {"action": "a", "note": "compiles then fails"},
-        ids["api"]: {"action": "set", "label": "documentation_defect", "proposal": "add_category",
-                     "proposal_category": "documentation_defect", "proposal_group": "usage",
-                     "proposal_text": "Wrong or inconsistent documentation or official examples."},
-        ids["sw"]: {"action": "keep", "proposal": "merge",
-                    "proposal_category": "software_incompatibility, packaging_distribution",
-                    "proposal_into": "software_incompatibility", "note": "hard to tell apart",
-                    "more_proposals": json.dumps([{"kind": "add_cue", "dimension": "root_cause",
-                                                   "category": "software_incompatibility", "cue": "include",
-                                                   "text": "published wheel lacks the user's platform"}])},
-    })
+    rows = _fill(
+        sheet,
+        {
+            ids["s"]: {"action": "a", "note": "compiles then fails"},
+            ids["api"]: {
+                "action": "set",
+                "label": "documentation_defect",
+                "proposal": "add_category",
+                "proposal_category": "documentation_defect",
+                "proposal_group": "usage",
+                "proposal_text": "Wrong or inconsistent documentation or official examples.",
+            },
+            ids["sw"]: {
+                "action": "keep",
+                "proposal": "merge",
+                "proposal_category": "software_incompatibility, packaging_distribution",
+                "proposal_into": "software_incompatibility",
+                "note": "hard to tell apart",
+                "more_proposals": json.dumps(
+                    [
+                        {
+                            "kind": "add_cue",
+                            "dimension": "root_cause",
+                            "category": "software_incompatibility",
+                            "cue": "include",
+                            "text": "published wheel lacks the user's platform",
+                        }
+                    ]
+                ),
+            },
+        },
+    )
     assert {r["id"] for r in rows} == set(ids.values())
     assert all(r["title"] and r["models"] for r in rows)
     res, out = _cli("review", "import", sheet, "-q", s["queue"], "-r", "dana")
@@ -208,21 +283,27 @@ def test_csv_round_trip(setup):
     assert "documentation_defect" in rc and "packaging_distribution" not in rc
     assert "packaging_distribution" not in g2.labels["root_cause"]
     assert g2.labels["root_cause"][g2.ids.index(ids["api"])] == "documentation_defect"
-    assert "published wheel lacks the user's platform" in tax2.dimensions["root_cause"].category("software_incompatibility").include
+    assert (
+        "published wheel lacks the user's platform"
+        in tax2.dimensions["root_cause"].category("software_incompatibility").include
+    )
     merge = next(e for e in tax2.changelog if e["change"] == "merge")
     assert merge["items"] == [f"{ids['sw']}/root_cause"] and merge["notes"] == ["hard to tell apart"]
 
 
-@pytest.mark.parametrize("fill,expect", [
-    ({"action": "maybe"}, "unknown action 'maybe'"),
-    ({"action": "set", "label": "kernel_panic"}, "unknown symptom label 'kernel_panic'"),
-    ({"action": "set", "label": ""}, "set needs a label"),
-    ({"action": "keep", "gold": "crash"}, "stale sheet"),
-    ({"action": "keep", "id": "nobody-1"}, "not in this queue"),
-    ({"action": "keep", "proposal": "merge", "proposal_category": "crash"}, "categories"),
-    ({"action": "keep", "proposal": "rename"}, "unknown proposal 'rename'"),
-    ({"action": "keep", "more_proposals": '[{"kind": "add_cue"}]'}, "dimension"),
-])
+@pytest.mark.parametrize(
+    "fill,expect",
+    [
+        ({"action": "maybe"}, "unknown action 'maybe'"),
+        ({"action": "set", "label": "kernel_panic"}, "unknown symptom label 'kernel_panic'"),
+        ({"action": "set", "label": ""}, "set needs a label"),
+        ({"action": "keep", "gold": "crash"}, "stale sheet"),
+        ({"action": "keep", "id": "nobody-1"}, "not in this queue"),
+        ({"action": "keep", "proposal": "merge", "proposal_category": "crash"}, "categories"),
+        ({"action": "keep", "proposal": "rename"}, "unknown proposal 'rename'"),
+        ({"action": "keep", "more_proposals": '[{"kind": "add_cue"}]'}, "dimension"),
+    ],
+)
 def test_bad_sheet_changes_nothing(setup, fill, expect):
     s, ids = setup, setup["ids"]
     sheet = s["tmp"] / "review" / "sheet.csv"
@@ -245,13 +326,41 @@ def test_queue_from_unlabeled_runs_via_cli(setup, tmp_path):
     inp = unlabeled_subset(tmp_path, 4)
     ids = [json.loads(x)["id"] for x in inp.read_text().splitlines()]
     for name, lab in (("a", "crash"), ("b", "hang")):
-        (tmp_path / f"{name}.jsonl").write_text("".join(
-            json.dumps({"id": i, "symptom": lab, "symptom_confidence": 0.9, "model": name,
-                        "taxonomy": "gpu-kernel-issues@1"}) + "\n" for i in ids))
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": i,
+                        "symptom": lab,
+                        "symptom_confidence": 0.9,
+                        "model": name,
+                        "taxonomy": "gpu-kernel-issues@1",
+                    }
+                )
+                + "\n"
+                for i in ids
+            )
+        )
     qp = tmp_path / "q2.json"
-    res, out = _cli("review", "build", "-l", tmp_path / "a.jsonl", "-l", tmp_path / "b.jsonl", "-i", inp,
-                    "-g", s["gold_path"], "-t", s["tax_path"], "-o", qp)
+    res, out = _cli(
+        "review",
+        "build",
+        "-l",
+        tmp_path / "a.jsonl",
+        "-l",
+        tmp_path / "b.jsonl",
+        "-i",
+        inp,
+        "-g",
+        s["gold_path"],
+        "-t",
+        s["tax_path"],
+        "-o",
+        qp,
+    )
     assert res.exit_code == 0, out
     assert "4 items" in out and "models_disagree 4" in out
-    res, out = _cli("review", "build", "-l", tmp_path / "a.jsonl", "-i", inp, "-g", s["gold_path"], "-t", s["tax_path"], "-o", qp)
+    res, out = _cli(
+        "review", "build", "-l", tmp_path / "a.jsonl", "-i", inp, "-g", s["gold_path"], "-t", s["tax_path"], "-o", qp
+    )
     assert res.exit_code == 2 and "exists" in out

@@ -20,8 +20,9 @@ from classify.core.taxonomy import Taxonomy
 RATIONALE_MAX_CHARS = 400
 
 
-def answer_schema(taxonomy: Taxonomy, rationale: bool = False, allow_null: bool = False,
-                  limit_rationale: bool = False) -> dict[str, Any]:
+def answer_schema(
+    taxonomy: Taxonomy, rationale: bool = False, allow_null: bool = False, limit_rationale: bool = False
+) -> dict[str, Any]:
     props: dict[str, Any] = {}
     if rationale:
         props["rationale"] = {"type": "string"}

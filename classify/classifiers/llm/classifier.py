@@ -62,8 +62,9 @@ class LLMClassifier(Classifier):
             raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
         return settings
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: LLMSettings,
-                 store: LLMStore | None = None):
+    def __init__(
+        self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: LLMSettings, store: LLMStore | None = None
+    ):
         super().__init__(spec, taxonomy, options, params)
         self.settings: LLMSettings = params
         s = self.settings
@@ -75,23 +76,45 @@ class LLMClassifier(Classifier):
             self.model_path = _local_model(spec)
             alias = self.model_path.stem if name.lower().endswith(".gguf") else name
             self.endpoint: Endpoint = make_endpoint(
-                alias, base_url=None, dialect=s.dialect or "llama-cpp", structured=s.structured,
+                alias,
+                base_url=None,
+                dialect=s.dialect or "llama-cpp",
+                structured=s.structured,
                 # logprobs off unless asked: they make the server compute logits for every prompt token
-                fold_system=s.fold_system, logprobs=bool(s.logprobs), timeout=s.timeout or 600.0,
-                identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}", key_required=False)
+                fold_system=s.fold_system,
+                logprobs=bool(s.logprobs),
+                timeout=s.timeout or 600.0,
+                identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}",
+                key_required=False,
+            )
             self.endpoint.api_key_env = ""
         else:
             if not name:
                 raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
             self.endpoint = make_endpoint(
-                name, base_url=s.base_url, api_key_env=s.api_key_env, dialect=s.dialect, structured=s.structured,
-                fold_system=s.fold_system, logprobs=s.logprobs, timeout=s.timeout)
+                name,
+                base_url=s.base_url,
+                api_key_env=s.api_key_env,
+                dialect=s.dialect,
+                structured=s.structured,
+                fold_system=s.fold_system,
+                logprobs=s.logprobs,
+                timeout=s.timeout,
+            )
         self.prompts = PromptSet(
-            s.prompts_dir, taxonomy, rationale=s.rationale, allow_null=s.allow_null, layout=s.layout,
-            fold_system=self.endpoint.fold_system, max_chars=s.max_chars, example_chars=s.example_chars,
-            include_discussion=options.include_discussion)
-        self.schema = answer_schema(taxonomy, s.rationale, s.allow_null,
-                                    limit_rationale=self.endpoint.structured == "json_object_schema")
+            s.prompts_dir,
+            taxonomy,
+            rationale=s.rationale,
+            allow_null=s.allow_null,
+            layout=s.layout,
+            fold_system=self.endpoint.fold_system,
+            max_chars=s.max_chars,
+            example_chars=s.example_chars,
+            include_discussion=options.include_discussion,
+        )
+        self.schema = answer_schema(
+            taxonomy, s.rationale, s.allow_null, limit_rationale=self.endpoint.structured == "json_object_schema"
+        )
         self._store = store
         self.selector = None
         self.encoder_key: str | None = None
@@ -108,16 +131,33 @@ class LLMClassifier(Classifier):
             from classify.classifiers.llm.fewshot import ExampleSelector
             from classify.encoders.encoder import Encoder
 
-            key = (self.options.encoder, self.options.batch_size, self.options.show_progress, self.settings.backend,
-                   str(cache_dir()), threading.get_ident())
+            key = (
+                self.options.encoder,
+                self.options.batch_size,
+                self.options.show_progress,
+                self.settings.backend,
+                str(cache_dir()),
+                threading.get_ident(),
+            )
             self._release_encoder()
-            enc = FEWSHOT_ENCODERS.acquire(key, lambda: Encoder(
-                self.options.encoder, batch_size=self.options.batch_size, show_progress=self.options.show_progress,
-                backend=self.settings.backend))
+            enc = FEWSHOT_ENCODERS.acquire(
+                key,
+                lambda: Encoder(
+                    self.options.encoder,
+                    batch_size=self.options.batch_size,
+                    show_progress=self.options.show_progress,
+                    backend=self.settings.backend,
+                ),
+            )
             self._encoder_key = key
-            self.selector = ExampleSelector(records, labels, self.taxonomy.dimension_ids, enc,
-                                            self.options.include_discussion,
-                                            require_complete=not self.settings.allow_null)
+            self.selector = ExampleSelector(
+                records,
+                labels,
+                self.taxonomy.dimension_ids,
+                enc,
+                self.options.include_discussion,
+                require_complete=not self.settings.allow_null,
+            )
             self.encoder_key = enc.model_key
         self.fitted = True
         return self
@@ -130,8 +170,13 @@ class LLMClassifier(Classifier):
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
         plans = self.plan(records)
         if self.family == "local" and plans:
-            server = shared_server(self.model_path, self.endpoint.model, n_ctx=self.settings.n_ctx,
-                                   n_threads=self.settings.n_threads, logits_all=self.endpoint.logprobs)
+            server = shared_server(
+                self.model_path,
+                self.endpoint.model,
+                n_ctx=self.settings.n_ctx,
+                n_threads=self.settings.n_threads,
+                logits_all=self.endpoint.logprobs,
+            )
             self.endpoint.base_url = server.base_url
         rows = _run(self._predict_async(plans)) if plans else []
         return {d: [row[d] for row in rows] for d in self.taxonomy.dimension_ids}
@@ -174,16 +219,22 @@ class LLMClassifier(Classifier):
             examples = [[] for _ in records]
         plans = []
         for r, ex in zip(records, examples):
-            params = [{"temperature": s.eff_temperature, "max_tokens": s.eff_max_tokens, "seed": self.options.seed + i}
-                      for i in range(s.samples)]
+            params = [
+                {"temperature": s.eff_temperature, "max_tokens": s.eff_max_tokens, "seed": self.options.seed + i}
+                for i in range(s.samples)
+            ]
             plans.append(Plan(r, ex, self.prompts.messages(r, ex), params))
         return plans
 
     def client(self, store: LLMStore | None = None) -> ChatClient:
         s = self.settings
-        return ChatClient(self.endpoint, store if store is not None else self.store,
-                          concurrency=s.concurrency or (2 if self.family == "local" else 4),
-                          max_retries=s.max_retries, use_cache=s.cache)
+        return ChatClient(
+            self.endpoint,
+            store if store is not None else self.store,
+            concurrency=s.concurrency or (2 if self.family == "local" else 4),
+            max_retries=s.max_retries,
+            use_cache=s.cache,
+        )
 
     @property
     def store(self) -> LLMStore:
@@ -239,8 +290,10 @@ class LLMClassifier(Classifier):
             err = ans.error_text()
             if res.finish_reason == "length":
                 err += f" (the answer was cut off at {params['max_tokens']} tokens: answer shorter)"
-            msgs = msgs + [{"role": "assistant", "content": res.content},
-                           {"role": "user", "content": self.prompts.repair_text(err)}]
+            msgs = msgs + [
+                {"role": "assistant", "content": res.content},
+                {"role": "user", "content": self.prompts.repair_text(err)},
+            ]
         return ans, raw, lp, None
 
     def _aggregate(self, plan: Plan, samples) -> dict[str, Prediction]:

@@ -58,14 +58,25 @@ class ChatResult:
     cached: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"content": self.content, "finish_reason": self.finish_reason, "usage": self.usage,
-                "logprobs": self.logprobs, "model": self.model}
+        return {
+            "content": self.content,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "logprobs": self.logprobs,
+            "model": self.model,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any], cached: bool = False) -> ChatResult:
         lp = d.get("logprobs")
-        return cls(d.get("content") or "", d.get("finish_reason"), d.get("usage") or {},
-                   [tuple(x) for x in lp] if lp else None, d.get("model"), cached)
+        return cls(
+            d.get("content") or "",
+            d.get("finish_reason"),
+            d.get("usage") or {},
+            [tuple(x) for x in lp] if lp else None,
+            d.get("model"),
+            cached,
+        )
 
 
 @dataclass
@@ -105,8 +116,16 @@ def _error_message(e: Exception) -> str:
 class ChatClient:
     """Use as `async with ChatClient(...) as c: await c.complete(...)`."""
 
-    def __init__(self, endpoint: Endpoint, store: LLMStore | None = None, *, concurrency: int = 4,
-                 max_retries: int = 6, use_cache: bool = True, run_id: str | None = None):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        store: LLMStore | None = None,
+        *,
+        concurrency: int = 4,
+        max_retries: int = 6,
+        use_cache: bool = True,
+        run_id: str | None = None,
+    ):
         self.endpoint = endpoint
         self.store = store
         self.concurrency = concurrency
@@ -124,7 +143,10 @@ class ChatClient:
     async def __aenter__(self) -> ChatClient:
         self._key = self.endpoint.api_key()
         self._client = openai.AsyncOpenAI(
-            api_key=self._key, base_url=self.endpoint.url, max_retries=0, timeout=self.endpoint.timeout,
+            api_key=self._key,
+            base_url=self.endpoint.url,
+            max_retries=0,
+            timeout=self.endpoint.timeout,
         )
         self._sem = asyncio.Semaphore(self.concurrency)
         return self
@@ -143,8 +165,9 @@ class ChatClient:
     def cached(self, messages: list[dict], params: dict[str, Any], schema: dict | None) -> bool:
         return bool(self.store and self.use_cache and self.store.has(self.cache_key(messages, params, schema)))
 
-    async def complete(self, messages: list[dict], params: dict[str, Any], schema: dict | None = None,
-                       record_id: str | None = None) -> ChatResult:
+    async def complete(
+        self, messages: list[dict], params: dict[str, Any], schema: dict | None = None, record_id: str | None = None
+    ) -> ChatResult:
         """One chat completion (from the cache when possible). Raises RequestFailed or LLMError."""
         key = self.cache_key(messages, params, schema)
         if self.store and self.use_cache:
@@ -228,9 +251,16 @@ class ChatClient:
             if want_lp:
                 body["logprobs"] = True
                 body["top_logprobs"] = 1  # llama-cpp-python returns no logprobs without it
-            log = dict(run_id=self.run_id, endpoint=self.endpoint.cache_identity, model=self.endpoint.model,
-                       record_id=record_id, key=key, attempt=attempt, messages=messages,
-                       params={k: v for k, v in body.items() if k not in ("messages", "model")})
+            log = dict(
+                run_id=self.run_id,
+                endpoint=self.endpoint.cache_identity,
+                model=self.endpoint.model,
+                record_id=record_id,
+                key=key,
+                attempt=attempt,
+                messages=messages,
+                params={k: v for k, v in body.items() if k not in ("messages", "model")},
+            )
             t0 = time.perf_counter()  # latency of the request itself, not of the queue before it
             self.stats.requests += 1
             try:
@@ -254,8 +284,11 @@ class ChatClient:
             msg = redact(_error_message(err), [self._key])
             headers = getattr(getattr(err, "response", None), "headers", None)
             low = msg.lower()
-            if status in (400, 422, 500) and style != "none" and any(
-                    w in low for w in ("response_format", "json_schema", "schema")):
+            if (
+                status in (400, 422, 500)
+                and style != "none"
+                and any(w in low for w in ("response_format", "json_schema", "schema"))
+            ):
                 self._log(log, "rejected", status, msg, ms)
                 if style != self.style or self._step_down(msg):  # another request already stepped down
                     raise _FormatRejected(msg)
@@ -267,15 +300,22 @@ class ChatClient:
                 raise _FormatRejected(msg)
             if status in (401, 403):
                 self._log(log, "error", status, msg, ms)
-                raise LLMError(f"{self.endpoint.describe()['endpoint']}: authentication failed (HTTP {status}); "
-                               f"check the key in ${self.endpoint.api_key_env}: {msg}")
+                raise LLMError(
+                    f"{self.endpoint.describe()['endpoint']}: authentication failed (HTTP {status}); "
+                    f"check the key in ${self.endpoint.api_key_env}: {msg}"
+                )
             if status == 404:
                 self._log(log, "error", status, msg, ms)
-                raise LLMError(f"{self.endpoint.describe()['endpoint']}: not found (HTTP 404); check the base URL "
-                               f"and the model name {self.endpoint.model!r}: {msg}")
+                raise LLMError(
+                    f"{self.endpoint.describe()['endpoint']}: not found (HTTP 404); check the base URL "
+                    f"and the model name {self.endpoint.model!r}: {msg}"
+                )
             if status is None or status in (408, 409, 429) or status >= 500 or status == 200:
-                kind = "timeout" if isinstance(err, openai.APITimeoutError) else (
-                    "connection" if status is None else ("malformed" if status == 200 else f"HTTP {status}"))
+                kind = (
+                    "timeout"
+                    if isinstance(err, openai.APITimeoutError)
+                    else ("connection" if status is None else ("malformed" if status == 200 else f"HTTP {status}"))
+                )
                 self._log(log, "transient", status, f"{kind}: {msg}", ms)
                 raise _Transient(f"{kind}: {msg[:300]}", status, retry_after_seconds(headers))
             self._log(log, "error", status, msg, ms)
@@ -298,14 +338,26 @@ class ChatClient:
         if lpc:
             lp = [(t.token, t.logprob) for t in lpc if getattr(t, "token", None) is not None]
         u = getattr(resp, "usage", None)
-        usage = {"prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0),
-                 "completion_tokens": int(getattr(u, "completion_tokens", 0) or 0)} if u else {}
+        usage = (
+            {
+                "prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0),
+                "completion_tokens": int(getattr(u, "completion_tokens", 0) or 0),
+            }
+            if u
+            else {}
+        )
         return ChatResult(content or "", getattr(ch, "finish_reason", None), usage, lp, getattr(resp, "model", None))
 
     def _log(self, log: dict, outcome: str, status, error, ms, res: ChatResult | None = None) -> None:
         if not self.store:
             return
-        self.store.log(**log, outcome=outcome, http_status=status, error=error, latency_ms=round(ms, 1),
-                       prompt_tokens=res.usage.get("prompt_tokens") if res else None,
-                       completion_tokens=res.usage.get("completion_tokens") if res else None,
-                       response=res.content if res else None)
+        self.store.log(
+            **log,
+            outcome=outcome,
+            http_status=status,
+            error=error,
+            latency_ms=round(ms, 1),
+            prompt_tokens=res.usage.get("prompt_tokens") if res else None,
+            completion_tokens=res.usage.get("completion_tokens") if res else None,
+            response=res.content if res else None,
+        )

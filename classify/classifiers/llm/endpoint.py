@@ -79,7 +79,9 @@ class Endpoint:
         if self.dialect not in DIALECTS:
             raise EndpointError(f"unknown dialect {self.dialect!r}; known: {', '.join(DIALECTS)}")
         if self.structured not in STRUCTURED_STYLES:
-            raise EndpointError(f"unknown structured-output style {self.structured!r}; known: {', '.join(STRUCTURED_STYLES)}")
+            raise EndpointError(
+                f"unknown structured-output style {self.structured!r}; known: {', '.join(STRUCTURED_STYLES)}"
+            )
 
     @property
     def url(self) -> str:
@@ -114,11 +116,18 @@ class Endpoint:
         }
 
 
-def make_endpoint(model: str, base_url: str | None = None, api_key_env: str | None = None,
-                  dialect: str | None = None, structured: str | None = None,
-                  fold_system: bool | None = None, logprobs: bool | None = None,
-                  timeout: float | None = None, identity: str | None = None,
-                  key_required: bool | None = None) -> Endpoint:
+def make_endpoint(
+    model: str,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    dialect: str | None = None,
+    structured: str | None = None,
+    fold_system: bool | None = None,
+    logprobs: bool | None = None,
+    timeout: float | None = None,
+    identity: str | None = None,
+    key_required: bool | None = None,
+) -> Endpoint:
     """An Endpoint with the dialect's defaults for anything not given."""
     base_url = base_url or None
     dialect = dialect or guess_dialect(base_url or os.environ.get("OPENAI_BASE_URL"))

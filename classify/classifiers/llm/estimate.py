@@ -46,8 +46,9 @@ def _answer_tokens(clf) -> int:
     return min(n, clf.settings.eff_max_tokens)
 
 
-def dry_run_estimate(clf, records: list[Record], price_in: float | None = None,
-                     price_out: float | None = None) -> DryRunEstimate:
+def dry_run_estimate(
+    clf, records: list[Record], price_in: float | None = None, price_out: float | None = None
+) -> DryRunEstimate:
     """Estimate for labeling `records` with a fitted LLMClassifier. Prices are USD per 1M tokens
     (defaults: the classifier's price_in/price_out options)."""
     price_in = clf.settings.price_in if price_in is None else price_in
@@ -68,8 +69,17 @@ def dry_run_estimate(clf, records: list[Record], price_in: float | None = None,
     cost = None
     if price_in is not None or price_out is not None:
         cost = (p_tok * (price_in or 0.0) + c_tok * (price_out or 0.0)) / 1e6
-    return DryRunEstimate(clf.spec, clf.endpoint.describe()["endpoint"], len(records), requests, cached,
-                          p_tok, c_tok, cost, clf.prompts.hash)
+    return DryRunEstimate(
+        clf.spec,
+        clf.endpoint.describe()["endpoint"],
+        len(records),
+        requests,
+        cached,
+        p_tok,
+        c_tok,
+        cost,
+        clf.prompts.hash,
+    )
 
 
 def format_estimate(e: DryRunEstimate) -> str:

@@ -22,12 +22,19 @@ def _text_key(r: Record) -> str:
 
 
 class ExampleSelector:
-    def __init__(self, records: list[Record], labels: dict[str, list[str | None]], dims: list[str],
-                 encoder: Encoder, include_discussion: bool = True, require_complete: bool = True):
+    def __init__(
+        self,
+        records: list[Record],
+        labels: dict[str, list[str | None]],
+        dims: list[str],
+        encoder: Encoder,
+        include_discussion: bool = True,
+        require_complete: bool = True,
+    ):
         idx = []
         for i in range(len(records)):
             got = [labels.get(d, [None] * len(records))[i] for d in dims]
-            if (all(g is not None for g in got) if require_complete else any(g is not None for g in got)):
+            if all(g is not None for g in got) if require_complete else any(g is not None for g in got):
                 idx.append(i)
         if not idx:
             what = "labeled on every dimension" if require_complete else "with a label"

@@ -67,9 +67,19 @@ class Example:
 
 
 class PromptSet:
-    def __init__(self, folder: str | Path, taxonomy: Taxonomy, *, rationale: bool = False, allow_null: bool = False,
-                 layout: str = "cache-friendly", fold_system: bool = False, max_chars: int = 6000,
-                 example_chars: int = 1200, include_discussion: bool = True):
+    def __init__(
+        self,
+        folder: str | Path,
+        taxonomy: Taxonomy,
+        *,
+        rationale: bool = False,
+        allow_null: bool = False,
+        layout: str = "cache-friendly",
+        fold_system: bool = False,
+        max_chars: int = 6000,
+        example_chars: int = 1200,
+        include_discussion: bool = True,
+    ):
         self.folder = Path(folder)
         self.taxonomy = taxonomy
         self.layout = layout
@@ -78,8 +88,12 @@ class PromptSet:
         self.example_chars = example_chars
         self.include_discussion = include_discussion
         self.env = Environment(
-            loader=FileSystemLoader(str(self.folder)), undefined=StrictUndefined, autoescape=False,
-            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+            loader=FileSystemLoader(str(self.folder)),
+            undefined=StrictUndefined,
+            autoescape=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=False,
         )
         self.env.filters["untrusted"] = defuse
         self.common = {
@@ -93,21 +107,32 @@ class PromptSet:
             try:
                 src, _, _ = self.env.loader.get_source(self.env, name)
             except TemplateNotFound:
-                raise PromptError(f"{self.folder}: template {name} is missing (a set needs {', '.join(TEMPLATES)})") from None
+                raise PromptError(
+                    f"{self.folder}: template {name} is missing (a set needs {', '.join(TEMPLATES)})"
+                ) from None
             except UnicodeDecodeError:
                 read_text(self.folder / name, PromptError)  # raises, naming the line
                 raise
             try:
                 self.env.get_template(name)  # compiled once here, so a syntax error names its template
             except TemplateSyntaxError as e:
-                raise PromptError(f"{self.folder / name}: line {e.lineno}: template syntax error: {e.message}") from None
+                raise PromptError(
+                    f"{self.folder / name}: line {e.lineno}: template syntax error: {e.message}"
+                ) from None
             sources.append(f"{name}\n{src}")
         self.system_text = self._render("system.j2")
         # The hash covers the rendered system prompt (so a new codebook version changes it), every
         # template's source and the layout switches: equal hash, equal prompts.
         h = hashlib.sha256()
-        for part in [self.system_text, *sources, f"layout={layout}", f"fold_system={fold_system}",
-                     f"max_chars={max_chars}", f"example_chars={example_chars}", f"discussion={include_discussion}"]:
+        for part in [
+            self.system_text,
+            *sources,
+            f"layout={layout}",
+            f"fold_system={fold_system}",
+            f"max_chars={max_chars}",
+            f"example_chars={example_chars}",
+            f"discussion={include_discussion}",
+        ]:
             h.update(part.encode("utf-8"))
             h.update(b"\0")
         self.hash = h.hexdigest()[:16]

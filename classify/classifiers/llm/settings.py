@@ -40,14 +40,17 @@ class LLMSettings(OptionsModel):
     structured: str | None = None
     fold_system: bool | None = None
     logprobs: bool | None = None
-    timeout: Annotated[float | None, Field(gt=0, description="seconds per request; default 120, 600 for local "
-                                                            "servers")] = None
+    timeout: Annotated[
+        float | None, Field(gt=0, description="seconds per request; default 120, 600 for local servers")
+    ] = None
     # prompting
     strategy: Literal["zero-shot", "few-shot"] = "zero-shot"
     k: Annotated[int, _at_least(1, "few-shot examples per issue")] = 4
     rationale: bool = False  # ask for a short rationale before the labels
     allow_null: bool = False  # let the model answer null ("cannot tell") for a dimension
-    layout: Literal["cache-friendly", "naive"] = "cache-friendly"  # "naive" puts the issue first (benchmark contrast only)
+    layout: Literal["cache-friendly", "naive"] = (
+        "cache-friendly"  # "naive" puts the issue first (benchmark contrast only)
+    )
     prompts: str = str(PROMPTS_DIR / "llm")  # template set folder
     max_chars: Annotated[int, _at_least(200, "issue text budget (title + body + discussion), characters")] = 6000
     example_chars: Annotated[int, _at_least(100, "characters per few-shot example")] = 1200
