@@ -15,14 +15,17 @@ import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
-import click
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
 from classify.core.errors import ClassifyError
+
+if TYPE_CHECKING:
+    # typer vendors click: TyperGroup.invoke takes typer's copy of click.Context, not click.Context
+    from typer import _click
 
 # Logs and CI are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -232,7 +235,7 @@ def model_options(
 class UserErrorGroup(TyperGroup):
     """The root command group: a ClassifyError from any command below becomes `error: ...`, exit 2."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: _click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ClassifyError as e:

@@ -142,6 +142,10 @@ def github_cmd(
         # Written after each repository: a later failure (e.g. a rate limit too long to wait
         # for) keeps what came before; pages already fetched stay in the ETag cache.
         for i, r in enumerate(repo):
+
+            def progress(n: int, prs: int, r: str = r) -> None:
+                log.info("%s: %d issues so far (%d pull requests skipped)", r, n, prs)
+
             res = fetch_repo_issues(
                 client,
                 r,
@@ -151,7 +155,7 @@ def github_cmd(
                 per_page=per_page,
                 skip_bot_comments=skip_bot_comments,
                 comments=comments.value,
-                progress=lambda n, prs, r=r: log.info("%s: %d issues so far (%d pull requests skipped)", r, n, prs),
+                progress=progress,
             )
             summary = write_fetched(output, res.rows, overwrite=overwrite and i == 0)
             typer.echo(

@@ -36,8 +36,8 @@ class GoldSet:
 
     def labeled(self, dim: str) -> tuple[list[int], list[str]]:
         """Indices and labels of the records that have a label for `dim` (null is not a class)."""
-        idx = [i for i, y in enumerate(self.labels[dim]) if y is not None]
-        return idx, [self.labels[dim][i] for i in idx]
+        pairs = [(i, y) for i, y in enumerate(self.labels[dim]) if y is not None]
+        return [i for i, _ in pairs], [y for _, y in pairs]
 
     def n_missing(self, dim: str) -> int:
         return sum(1 for y in self.labels[dim] if y is None)

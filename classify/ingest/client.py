@@ -181,7 +181,7 @@ class GitHubClient:
 
     def paginate(self, path_or_url: str, params: dict[str, Any] | None = None) -> Iterator[Page]:
         """Yield pages of a list endpoint, following Link rel="next" until it ends."""
-        url = path_or_url if "://" in path_or_url else self.url(path_or_url, params)
+        url: str | None = path_or_url if "://" in path_or_url else self.url(path_or_url, params)
         seen = set()
         while url:
             if url in seen:

@@ -26,7 +26,8 @@ def _json_values(text: str, source: str) -> list[Any]:
     """All JSON values in a file: one array/object, JSON lines, or arrays back to back
     (`gh api --paginate` prints one array per page)."""
     dec = json.JSONDecoder()
-    values, i, n = [], 0, len(text)
+    values: list[Any] = []
+    i, n = 0, len(text)
     while True:
         while i < n and text[i].isspace():
             i += 1
@@ -182,7 +183,7 @@ def read_issue_refs(path: str | Path, url_column: str = "url") -> list[tuple[str
     if not path.exists():
         raise RecordsError(f"{path}: file not found")
     if path.suffix.lower() not in FORMATS and not path.is_dir():  # a folder: a Hugging Face dataset
-        refs = []
+        refs: list[tuple[str, dict[str, Any]]] = []
         for line in read_text(path, RecordsError).splitlines():
             line = line.strip()
             if line and not line.startswith("#"):

@@ -15,7 +15,7 @@ from typing import Any
 from scipy.stats import binomtest
 
 from classify.core.records import atomic_write_text, read_rows
-from classify.core.taxonomy import Taxonomy
+from classify.core.taxonomy import Dimension, Taxonomy
 
 
 def share_ci(k: int, n: int) -> dict[str, float]:
@@ -70,7 +70,7 @@ def corpus_stats(rows: list[dict[str, Any]], tax: Taxonomy) -> dict[str, Any]:
         "dimensions": {},
     }
     for d, dim in tax.dimensions.items():
-        fields = [(d, dim.ids, None)]
+        fields: list[tuple[str, list[str], Dimension | None]] = [(d, dim.ids, None)]
         if dim.groups:
             fields.append((f"{d}_group", list(dim.groups), dim))
         for name, cats, gdim in fields:

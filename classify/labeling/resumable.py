@@ -185,7 +185,7 @@ def _label_chunk(clf, chunk, provenance, screen) -> list[dict]:
 
 def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
     p = clf.provenance()
-    base = {
+    base: dict[str, Any] = {
         "model": clf.spec,
         "taxonomy": clf.taxonomy.label,
         "gold_hash": gold.hash,

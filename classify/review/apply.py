@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -61,7 +62,7 @@ def next_taxonomy_path(tax_path: Path, version: str) -> Path:
     return tax_path.with_name(f"{stem}-v{version}{tax_path.suffix}")
 
 
-def _reason(d: Decision, item_reasons: list[str]) -> str:
+def _reason(d: Decision, item_reasons: Sequence[str]) -> str:
     why = {
         "keep": "gold label confirmed in review",
         "accept": f"model label accepted in review ({d.source or 'model'})",
@@ -237,6 +238,8 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
             f"{', '.join(exists)} already exist; versions are never overwritten (pass another --out-gold/--out-taxonomy)"
         )
     if plan.taxonomy_raw is not None:
+        if out_taxonomy is None:
+            raise ApplyError("the proposals change the codebook: give a path for the new taxonomy version")
         text = render_taxonomy(plan.taxonomy_raw, source_taxonomy)
         # round trip through the loader before writing: what is written must load
         parse_taxonomy(yaml.safe_load(text), out_taxonomy)

@@ -15,7 +15,7 @@ from datetime import date
 
 from classify.core.errors import ClassifyError
 from classify.core.taxonomy import Taxonomy, TaxonomyError, parse_taxonomy
-from classify.review.schema import AddCategory, AddCue, Decision, EditDefinition, Merge, Split
+from classify.review.schema import AddCategory, AddCue, Decision, EditDefinition, Merge, Proposal, Split
 
 UNMAPPED = object()  # a split category label on an item its mapping does not cover
 
@@ -26,7 +26,7 @@ class ProposalError(ClassifyError, ValueError):
 
 @dataclass
 class Change:
-    proposal: object  # one of the schema proposal models
+    proposal: Proposal  # one of the schema proposal models
     items: list[str] = field(default_factory=list)  # "id/dimension" of the items that motivated it
     notes: list[str] = field(default_factory=list)
     reviewers: list[str] = field(default_factory=list)

@@ -17,6 +17,7 @@ import json
 import re
 import warnings
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +28,7 @@ from classify.core import screening
 from classify.core.gold import GoldSet
 from classify.core.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
 from classify.core.textio import read_text
-from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason
+from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason, ReasonKind
 
 CODEBOOK_WEIGHT = 0.3  # a coder's note asks a codebook question; no model evidence behind it
 EXTRA_KIND_BONUS = 0.25  # an item flagged for two different kinds of reason is worth more
@@ -326,15 +327,15 @@ def record_view(r: Record) -> dict:
 
 def build_queue(
     gold: GoldSet,
-    evals: list[Path] = (),
-    runs: list[Path] = (),
-    inputs: list[Path] = (),
+    evals: Sequence[Path] = (),
+    runs: Sequence[Path] = (),
+    inputs: Sequence[Path] = (),
     notes: Path | None = None,
     dimensions: list[str] | None = None,
     min_confidence: float = 0.5,
     use_cleanlab: bool = True,
     max_items: int | None = None,
-) -> tuple[Queue, dict[str, int]]:
+) -> tuple[Queue, dict[ReasonKind, int]]:
     """The queue and the number of reasons of each kind (for the summary line)."""
     tax = gold.taxonomy
     dims = dimensions or tax.dimension_ids

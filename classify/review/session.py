@@ -8,10 +8,12 @@ with the first undecided item. In a real terminal a choice is one keystroke; whe
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -29,6 +31,7 @@ from classify.review.decisions import (
 )
 from classify.review.proposals import new_category_ids
 from classify.review.schema import (
+    Action,
     AddCategory,
     AddCue,
     Decision,
@@ -42,7 +45,7 @@ from classify.review.schema import (
 )
 
 BODY_CHARS, DISC_CHARS, NOTE_CHARS = 1500, 800, 600
-ACTION_KEYS = {"k": "keep", "a": "accept", "s": "set", "?": "ambiguous", "n": "skip"}
+ACTION_KEYS: dict[str, Action] = {"k": "keep", "a": "accept", "s": "set", "?": "ambiguous", "n": "skip"}
 HELP = (
     "[bold]\\[k][/]eep gold  [bold]\\[a][/]ccept model label  [bold]\\[s][/]et label  [bold]\\[?][/] ambiguous  "
     "[bold]\\[n][/] skip  [bold]\\[f][/]ull text  [bold]\\[q][/]uit"
@@ -53,7 +56,11 @@ PROPOSAL_HELP = (
 )
 
 
-BACK = object()  # the reviewer backed out of a prompt: show the item again
+class _Back(enum.Enum):
+    BACK = enum.auto()
+
+
+BACK: Final = _Back.BACK  # the reviewer backed out of a prompt: show the item again
 
 
 class EndOfInput(Exception):
@@ -171,7 +178,7 @@ class Session:
         extra = sorted(new_category_ids(self.decisions).get(dim, set()) - set(self.tax.dimensions[dim].ids))
         return self.tax.dimensions[dim].ids + extra
 
-    def ask_label(self, it: QueueItem) -> tuple[str | None, object | None]:
+    def ask_label(self, it: QueueItem) -> tuple[str | Literal[_Back.BACK] | None, AddCategory | None]:
         """A label by number or id ('-': no label); an unknown id may be created as a new category."""
         labels = self.labels(it.dimension)
         self.console.print("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(labels, 1)), highlight=False)
@@ -239,7 +246,7 @@ class Session:
         if k == "p":
             cat = self.term.line("category to split", it.gold or default)
             ids = [c.strip() for c in self.term.line("new categories (comma-separated ids)").split(",") if c.strip()]
-            into = [NewCategory(id=c, definition=self.term.line(f"definition of {c}")) for c in ids]
+            new_cats = [NewCategory(id=c, definition=self.term.line(f"definition of {c}")) for c in ids]
             mapping = {}
             if it.in_gold and it.gold == cat:
                 mapping[it.id] = self.term.line(f"new label of {it.id}", ids[0] if ids else "")
@@ -249,7 +256,7 @@ class Session:
                     raise ValueError(f"mapping entry {part!r} is not id=label")
                 a, b = part.split("=", 1)
                 mapping[a.strip()] = b.strip()
-            return Split(dimension=dim, category=cat, into=into, mapping=mapping)
+            return Split(dimension=dim, category=cat, into=new_cats, mapping=mapping)
         raise ValueError(f"unknown proposal key {k!r}")
 
     # -------------------------------------------------------------- one item
@@ -288,9 +295,10 @@ class Session:
                     label = opts[int(ch) - 1]
                 source = ", ".join(sorted({m.model for m in it.models if m.label == label}))
             elif action == "set":
-                label, prop = self.ask_label(it)
-                if label is BACK:
+                answer, prop = self.ask_label(it)
+                if answer is BACK:
                     continue
+                label = answer
                 proposals += [prop] if prop is not None else []
 
             # Called within this iteration only, so the loop variables it reads are this item's.

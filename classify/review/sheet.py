@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -31,6 +32,7 @@ from classify.core.taxonomy import Taxonomy
 from classify.core.textio import read_text
 from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
 from classify.review.schema import (
+    Action,
     AddCategory,
     AddCue,
     Decision,
@@ -74,7 +76,7 @@ DECISION_COLUMNS = [
     "reviewer",
 ]
 REQUIRED = ["id", "dimension", "gold", "action", "label", "note"]
-ACTION_ALIASES = {
+ACTION_ALIASES: dict[str, Action] = {
     "k": "keep",
     "keep": "keep",
     "a": "accept",
@@ -171,7 +173,7 @@ def proposal_from_fields(f: dict[str, str], dimension: str):
     if kind == "edit_definition":
         return EditDefinition(dimension=dim, category=cat, definition=text)
     if kind in ("add_include", "add_exclude"):
-        return AddCue(dimension=dim, category=cat, cue=kind[4:], text=text)
+        return AddCue(dimension=dim, category=cat, cue="include" if kind == "add_include" else "exclude", text=text)
     if kind == "add_category":
         return AddCategory(dimension=dim, category=NewCategory(id=cat, name=name, group=group, definition=text))
     if kind == "merge":
@@ -197,7 +199,7 @@ def proposal_from_fields(f: dict[str, str], dimension: str):
     )
 
 
-def export_csv(queue: Queue, path: str | Path, decisions: list[Decision] = ()) -> int:
+def export_csv(queue: Queue, path: str | Path, decisions: Sequence[Decision] = ()) -> int:
     """Write the queue as CSV, decision columns prefilled from earlier decisions."""
     last = {d.key: d for d in effective(list(decisions), queue)}
     buf = io.StringIO()
