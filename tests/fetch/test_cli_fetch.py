@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fetch_fixtures import N_ITEMS, PRS, TOKEN
+from fetch_fixtures import N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (fixtures)
 from github_server import Fault
 from typer.testing import CliRunner
 

@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN
+from fetch_fixtures import FAST, N_ITEMS, PRS, TOKEN, gh, make_client  # noqa: F401 (fixtures)
 from github_server import Fault, LocalGitHub
 
 from classify.core.records import read_records

@@ -6,7 +6,7 @@ import time
 from email.utils import formatdate
 
 import pytest
-from fetch_fixtures import FAST, N_ITEMS, PRS
+from fetch_fixtures import FAST, N_ITEMS, PRS, gh, make_client  # noqa: F401 (fixtures)
 from github_server import SECONDARY_MESSAGE, Fault
 
 from classify.ingest import RateLimitError, fetch_repo_issues
