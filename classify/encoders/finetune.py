@@ -22,13 +22,16 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from classify.core.hashing import text_hash
 from classify.encoders.encoder import resolve_encoder
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +73,13 @@ class LowerStates:
         st = SentenceTransformer(load_from, device="cpu")
         st.max_seq_length = max_seq_length
         self.st = st
-        self.bert = st[0].auto_model
-        layers = getattr(getattr(self.bert, "encoder", None), "layer", None)
-        if layers is None or not hasattr(self.bert, "embeddings"):
+        bert = st[0].auto_model
+        layers = getattr(getattr(bert, "encoder", None), "layer", None)
+        if not isinstance(bert, torch.nn.Module) or layers is None or not hasattr(bert, "embeddings"):
             raise ValueError(f"fine-tuning supports BERT-family encoders (MiniLM); {self.model_key} is not one")
         if not 1 <= top_layers <= len(layers):
             raise ValueError(f"top_layers must be in 1..{len(layers)}, got {top_layers}")
+        self.bert = bert
         self.n_layers = len(layers)
         self.top_layers = top_layers
         self.max_seq_length = max_seq_length
@@ -172,7 +176,7 @@ def balanced_batches(y: np.ndarray, batch_size: int, rng: np.random.Generator) -
     out = []
     for _ in range(n_batches):
         picked = rng.choice(len(multi), size=per, p=w)
-        idx = []
+        idx: list[int] = []
         for ci in picked:
             idx.extend(rng.choice(by_class[multi[ci]], size=2, replace=False))
         out.append(np.array(idx))
@@ -192,7 +196,7 @@ class FineTunedEncoder:
     def __init__(self, lower: LowerStates, cfg: FineTuneConfig):
         self.lower = lower
         self.cfg = cfg
-        self.layers = None
+        self.layers: torch.nn.ModuleList | None = None
         # Hashes of every text a gradient step has used: the leak test checks this set.
         self.trained_on: set[str] = set()
         self.log = FineTuneLog()

@@ -48,7 +48,7 @@ def _part_file(dist_name: str) -> Path:
         ) from None
     for f in dist.files or []:
         if ".zip.00" in f.name:
-            return Path(dist.locate_file(f))
+            return Path(str(dist.locate_file(f)))  # locate_file is typed as SimplePath, not PathLike
     raise EncoderUnavailable(f"{dist_name} holds no zip volume; reinstall it")
 
 

@@ -3,7 +3,7 @@ own kappa, and how category predictions roll up to groups."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from classify.classifiers.base import Prediction
@@ -41,6 +41,8 @@ def coder_agreement(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[st
         pairs = [(x, y) for x, y in zip(gold.coders[a][d], gold.coders[b][d]) if x is not None and y is not None]
         if not pairs:
             continue
+        xs: Sequence[str | None]
+        ys: Sequence[str | None]
         xs, ys = zip(*pairs)
         if group_dim is not None:
             xs = [group_dim.group_of(x) for x in xs]

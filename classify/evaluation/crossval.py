@@ -15,6 +15,7 @@ from sklearn.model_selection import StratifiedKFold
 from classify.classifiers.base import ModelOptions, Prediction, make_classifier
 from classify.core.gold import GoldSet
 from classify.core.records import Record
+from classify.core.taxonomy import Dimension
 from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
 from classify.evaluation.metrics import dimension_report
 
@@ -218,19 +219,35 @@ def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOpti
     )
 
 
+def _group_of(dim: Dimension, cid: str) -> str:
+    group = dim.group_of(cid)
+    # The taxonomy loader requires a group on every category of a dimension that declares groups.
+    assert group is not None, f"{dim.id}: category {cid} has no group"
+    return group
+
+
 def compute_metrics(res: EvalResult, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     gold, tax = res.gold, res.gold.taxonomy
     out: dict[str, Any] = {"dimensions": {}}
     for name, d, group_dim in dims_with_groups(gold):
-        idx = [i for i, y in enumerate(gold.labels[d]) if y is not None and res.predictions[d][i] is not None]
-        y_true = [gold.labels[d][i] for i in idx]
-        y_pred = [res.predictions[d][i].label for i in idx]
-        conf = [res.predictions[d][i].confidence for i in idx]
+        # The records with both a gold label and a prediction.
+        y_true: list[str] = []
+        preds: list[Prediction] = []
+        for i, y in enumerate(gold.labels[d]):
+            if y is None:
+                continue
+            p = res.predictions[d][i]
+            if p is None:
+                continue
+            y_true.append(y)
+            preds.append(p)
+        y_pred = [p.label for p in preds]
+        conf = [p.confidence for p in preds]
         labels = tax.dimensions[d].ids
         if group_dim is not None:
-            y_true = [group_dim.group_of(y) for y in y_true]
+            y_true = [_group_of(group_dim, y) for y in y_true]
             y_pred = [group_dim.group_of(y) if y is not None else None for y in y_pred]
-            conf = [group_confidence(res.predictions[d][i], group_dim) for i in idx]
+            conf = [group_confidence(p, group_dim) for p in preds]
             labels = list(group_dim.groups)
         rep = dimension_report(y_true, y_pred, conf, labels, n_boot=n_boot, seed=seed)
         rep["n_without_label"] = gold.n_missing(d)

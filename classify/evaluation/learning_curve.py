@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -52,7 +52,11 @@ class CurveFit:
     b: float
     c: float
 
-    def kappa_at(self, n: float) -> float:
+    @overload
+    def kappa_at(self, n: float) -> float: ...
+    @overload
+    def kappa_at(self, n: np.ndarray) -> np.ndarray: ...
+    def kappa_at(self, n: float | np.ndarray) -> float | np.ndarray:
         return self.a - self.b * n ** (-self.c)
 
     def n_for(self, target: float) -> float:

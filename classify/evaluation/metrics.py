@@ -21,7 +21,7 @@ from sklearn.metrics import (
 INVALID = "__invalid__"  # a prediction that never became a valid label counts as a disagreement
 
 
-def _kappa(a: Sequence, b: Sequence) -> float:
+def _kappa(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one-class samples: sklearn warns and returns nan
         k = cohen_kappa_score(a, b)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from classify.classifiers.base import Classifier, ModelOptions, ModelSpecError, Prediction, SharedPool
 from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
@@ -26,6 +27,9 @@ from classify.classifiers.llm.settings import LLMSettings
 from classify.core.paths import cache_dir
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    from classify.classifiers.llm.fewshot import ExampleSelector
 
 # One loaded encoder for few-shot selection serves every fold of a cross-validation.
 FEWSHOT_ENCODERS: SharedPool[Any] = SharedPool(keep_idle=1)
@@ -41,7 +45,7 @@ class Plan:
     params: list[dict[str, Any]] = field(default_factory=list)  # one per sample
 
 
-def _local_model(spec: str):
+def _local_model(spec: str) -> Path:
     """The GGUF file behind a `local:` spec; ModelSpecError if there is none."""
     try:
         return resolve_local_model(spec.partition(":")[2] or DEFAULT_LOCAL)
@@ -70,7 +74,7 @@ class LLMClassifier(Classifier):
         s = self.settings
         family, _, name = spec.partition(":")
         self.family = family
-        self.model_path = None
+        self.model_path: Path | None = None
         if family == "local":
             name = name or DEFAULT_LOCAL
             self.model_path = _local_model(spec)
@@ -116,7 +120,7 @@ class LLMClassifier(Classifier):
             taxonomy, s.rationale, s.allow_null, limit_rationale=self.endpoint.structured == "json_object_schema"
         )
         self._store = store
-        self.selector = None
+        self.selector: ExampleSelector | None = None
         self.encoder_key: str | None = None
         self.n_train: dict[str, int] = {}
         self._stats = ClientStats()  # summed over predict() calls
@@ -170,6 +174,7 @@ class LLMClassifier(Classifier):
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
         plans = self.plan(records)
         if self.family == "local" and plans:
+            assert self.model_path is not None  # __init__ sets it for every local spec
             server = shared_server(
                 self.model_path,
                 self.endpoint.model,
@@ -211,6 +216,7 @@ class LLMClassifier(Classifier):
     def plan(self, records: list[Record]) -> list[Plan]:
         """Examples and rendered messages for each record (no request is made)."""
         s = self.settings
+        examples: list[list[Example]]
         if s.strategy == "few-shot":
             if self.selector is None:
                 raise RuntimeError(f"{self.spec}: few-shot needs fit() with training records before predict()")
@@ -311,6 +317,7 @@ class LLMClassifier(Classifier):
                 continue
             counts = Counter(votes)
             label = max(counts, key=lambda c: (counts[c], -votes.index(c)))  # ties: the earliest answer
+            conf: float | None
             if n > 1:
                 conf = counts[label] / n
                 proba = {str(c): k / n for c, k in counts.items()}
@@ -333,7 +340,7 @@ class LLMClassifier(Classifier):
             self._encoder_key = None
 
 
-def _run(coro):
+def _run(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine to completion from sync code, also when an event loop is already running."""
     try:
         asyncio.get_running_loop()

@@ -135,7 +135,7 @@ class ChatClient:
         self.style = endpoint.structured  # may step down on refusal
         self.logprobs = endpoint.logprobs
         self.stats = ClientStats()
-        self._key = None
+        self._key: str | None = None
         self._sem: asyncio.Semaphore | None = None
         self._client: openai.AsyncOpenAI | None = None
         self._inflight: dict[str, asyncio.Future] = {}
@@ -263,6 +263,8 @@ class ChatClient:
             )
             t0 = time.perf_counter()  # latency of the request itself, not of the queue before it
             self.stats.requests += 1
+            status: int | None
+            err: Exception | None
             try:
                 resp = await self._client.chat.completions.create(**body)
                 status, err = 200, None

@@ -61,6 +61,6 @@ class ExampleSelector:
             s = S[i].copy()
             s[(self._ids == r.id) | (self._texts == _text_key(r))] = -np.inf
             order = np.argsort(-s, kind="stable")[: min(k, len(s))]
-            order = [j for j in order if np.isfinite(s[j])]
-            out.append([self.pool[j] for j in reversed(order)])
+            keep = [j for j in order if np.isfinite(s[j])]
+            out.append([self.pool[j] for j in reversed(keep)])
         return out

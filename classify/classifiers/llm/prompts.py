@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,9 @@ class PromptSet:
         self.max_chars = max_chars
         self.example_chars = example_chars
         self.include_discussion = include_discussion
+        loader = FileSystemLoader(str(self.folder))
         self.env = Environment(
-            loader=FileSystemLoader(str(self.folder)),
+            loader=loader,
             undefined=StrictUndefined,
             autoescape=False,
             trim_blocks=True,
@@ -105,7 +107,7 @@ class PromptSet:
         sources = []
         for name in TEMPLATES:
             try:
-                src, _, _ = self.env.loader.get_source(self.env, name)
+                src, _, _ = loader.get_source(self.env, name)
             except TemplateNotFound:
                 raise PromptError(
                     f"{self.folder}: template {name} is missing (a set needs {', '.join(TEMPLATES)})"
@@ -153,12 +155,12 @@ class PromptSet:
             items.append({"issue": self.issue_block(ex.record, self.example_chars), "answer": json.dumps(answer)})
         return self._render("examples.j2", examples=items)
 
-    def task_text(self, record: Record, examples: list[Example] = ()) -> str:
+    def task_text(self, record: Record, examples: Sequence[Example] = ()) -> str:
         ex = self.examples_block(list(examples))
         task = self._render("task.j2", issue=self.issue_block(record))
         return f"{ex}\n\n{task}" if ex else task
 
-    def messages(self, record: Record, examples: list[Example] = ()) -> list[dict[str, str]]:
+    def messages(self, record: Record, examples: Sequence[Example] = ()) -> list[dict[str, str]]:
         task = self.task_text(record, examples)
         if self.layout == "naive":
             return [{"role": "user", "content": f"{task}\n\n{self.system_text}"}]

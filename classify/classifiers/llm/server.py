@@ -165,6 +165,8 @@ class LocalServer:
         deadline = time.monotonic() + timeout
         url = f"{self.base_url}/models"
         while time.monotonic() < deadline:
+            if self.proc is None:  # start() sets it before waiting; only stop() clears it
+                raise LocalServerError(f"llama.cpp server for {self.model_path.name} was stopped before it was ready")
             code = self.proc.poll()
             if code is not None:
                 raise LocalServerError(
@@ -181,9 +183,11 @@ class LocalServer:
         raise LocalServerError(f"llama.cpp server did not answer {url} within {timeout:.0f} s; log: {self.log_path}")
 
     def log_tail(self, n: int = 15) -> str:
+        if self.log_path is None:  # never started
+            return ""
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
-        except (OSError, AttributeError):
+        except OSError:
             return ""
         return "\n".join(lines[-n:])
 
