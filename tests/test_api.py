@@ -118,3 +118,57 @@ def test_llm_flags_are_declared_once_and_refused_for_trained_specs():
     assert r.exit_code == 2 and "--strategy: only for LLM models" in r.output
     r = runner.invoke(app, ["eval", "--model", "openai:x", "--strategy", "three-shot"])
     assert r.exit_code == 2  # an Enum choice: typer refuses it before any work
+
+
+def test_empty_input_is_refused_before_training(tmp_path):
+    inp = tmp_path / "empty.jsonl"
+    inp.write_text("\n\n")
+    out = tmp_path / "o.jsonl"
+    r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(inp), "--out", str(out)])
+    assert r.exit_code == 2 and ("no records" in r.output or "empty" in r.output), r.output
+    assert not out.exists() and not (tmp_path / "o.jsonl.partial.jsonl").exists()
+
+
+def test_screen_model_needs_screen(tmp_path):
+    r = runner.invoke(
+        app, ["run", "--model", "tfidf-logreg", "--screen-model", "tfidf-logreg", "--out", str(tmp_path / "o")]
+    )
+    assert r.exit_code == 2 and "--screen-model: only with --screen" in r.output
+
+
+def test_a_key_given_twice_however_spelled_is_refused(tmp_path):
+    r = runner.invoke(app, ["eval", "-m", "tfidf-logreg", "--opt", "C=2", "--opt", "C =3", "--out-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--opt C given twice" in r.output
+    r = runner.invoke(app, ["eval", "-m", "openai:x", "--opt", "k=2", "--shots", "3", "--dry-run"])
+    assert r.exit_code == 2 and "k given both as a flag and as --opt" in r.output
+
+
+def test_error_messages_keep_colon_words(tmp_path):
+    # rich turns `:x:` into an emoji unless told not to; a spec like openai:x: must print as typed
+    r = runner.invoke(
+        app, ["run", "--model", "openai:x:", "--opt", "price_in=abc", "--dry-run", "--out", str(tmp_path / "o")]
+    )
+    assert r.exit_code == 2 and "openai:x:" in r.output, r.output
+
+
+def test_gold_stats_task_screening():
+    r = runner.invoke(app, ["gold", "stats", "--task", "screening", "--n-boot", "100"])
+    assert r.exit_code == 0 and "screening@1" in r.output and "a vs b" in r.output, r.output
+
+
+def test_screening_options_are_in_the_provenance(tmp_path):
+    from classify import label_file
+    from classify.classifiers.base import ModelOptions
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [json.loads(x) for x in DEFAULT_INPUT.read_text().splitlines()[:4]])
+    out = tmp_path / "o.jsonl"
+    label_file(
+        "tfidf-logreg",
+        inp,
+        out,
+        screen=True,
+        screen_model="tfidf-logreg",
+        screen_options=ModelOptions(extra={"C": 0.5}),
+    )
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(r["screening_options"]["extra"] == {"C": 0.5} for r in rows)

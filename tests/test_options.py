@@ -140,7 +140,7 @@ def test_plugins_register_through_entry_points_and_a_broken_one_only_warns(monke
     ]
     monkeypatch.setattr(base, "_entry_points", lambda: eps)
     monkeypatch.setattr(base, "_REGISTRY", {})
-    monkeypatch.setattr(base, "_FAILED", set())
+    monkeypatch.setattr(base, "_FAILED", {})
     monkeypatch.setattr(base, "_LOADED", False)
     with caplog.at_level(logging.WARNING, logger="classify"):
         assert known_specs() == ["test-plugin"]
@@ -154,3 +154,39 @@ def test_plugins_register_through_entry_points_and_a_broken_one_only_warns(monke
 
     r = CliRunner().invoke(app, ["models"])
     assert r.exit_code == 0 and "test-plugin" in r.output and "broken-plugin" not in r.output, r.output
+    # asking for the broken plugin's spec says why it is missing, not "unknown model spec"
+    with pytest.raises(ModelSpecError, match="its plugin failed to load .*no_such_module_for_classify"):
+        make_classifier("broken-plugin", taxonomy)
+
+
+class _FakeDist:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_a_plugin_cannot_take_a_built_in_name(monkeypatch, caplog):
+    from importlib.metadata import EntryPoint as EP
+
+    group = base.ENTRY_POINT_GROUP
+    theirs = EP("tfidf-logreg", f"{__name__}:_Plugin", group)
+    ours = EP("tfidf-logreg", "classify.classifiers.baselines:TfidfLogReg", group)
+    # EntryPoint is immutable; its `dist` is set the way importlib.metadata sets it
+    object.__setattr__(theirs, "dist", _FakeDist("some-plugin"))
+    object.__setattr__(ours, "dist", _FakeDist("classify"))
+    monkeypatch.setattr(base, "entry_points", lambda group: [theirs, ours])
+    monkeypatch.setattr(base, "_SHADOWED", set())
+    with caplog.at_level(logging.WARNING, logger="classify"):
+        eps = base._entry_points()
+    assert [(e.name, e.dist.name) for e in eps] == [("tfidf-logreg", "classify")]
+    assert "'tfidf-logreg' from some-plugin is ignored: classify already registers that name" in caplog.text
+
+
+@pytest.mark.parametrize(("spec", "key"), [("tfidf-logreg", "C"), ("embed-knn", "k"), ("openai:x", "samples")])
+def test_a_boolean_is_not_a_number(taxonomy, spec, key):
+    with pytest.raises(ModelSpecError, match=f"{spec}: option {key}: expected a number, got true"):
+        make_classifier(spec, taxonomy, _opts(**{key: True}))
+
+
+def test_dry_run_is_a_flag_not_an_llm_option(taxonomy):
+    with pytest.raises(ModelSpecError, match="unknown LLM option 'dry_run'"):
+        make_classifier("openai:x", taxonomy, _opts(dry_run=True))

@@ -216,7 +216,8 @@ class SharedPool(Generic[T]):
 # name -> Classifier subclass. A name ending in ":" matches every spec it begins (`openai:gpt-4o`).
 _REGISTRY: dict[str, type[Classifier]] = {}
 _LOADED = False
-_FAILED: set[str] = set()  # entry points that failed to load: reported once, not retried
+_FAILED: dict[str, str] = {}  # entry points that failed to load -> why: reported once, not retried
+_SHADOWED: set[tuple[str, str]] = set()  # (name, distribution) left out for a clash, warned once
 _LOAD_LOCK = threading.Lock()
 
 
@@ -233,8 +234,28 @@ def register(name: str, cls: type[Classifier] | None = None) -> Any:
     return deco(cls) if cls is not None else deco
 
 
+def _dist_name(ep: EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "?"
+
+
 def _entry_points() -> list[EntryPoint]:
-    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    """One entry point per spec name; on a clash the built-in (this package's) wins, with a warning,
+    so which class a name means never depends on the order things were imported in."""
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, _dist_name(ep) != "classify"))
+    out: dict[str, EntryPoint] = {}
+    for ep in eps:
+        if ep.name in out:
+            if (ep.name, _dist_name(ep)) not in _SHADOWED:
+                _SHADOWED.add((ep.name, _dist_name(ep)))
+                log.warning(
+                    "model plugin %r from %s is ignored: %s already registers that name",
+                    ep.name,
+                    _dist_name(ep),
+                    _dist_name(out[ep.name]),
+                )
+            continue
+        out[ep.name] = ep
+    return list(out.values())
 
 
 def _load(ep: EntryPoint) -> None:
@@ -247,11 +268,11 @@ def _load(ep: EntryPoint) -> None:
         log.warning(
             "model plugin %r (%s) failed to load and is left out: %s: %s", ep.name, ep.value, type(e).__name__, e
         )
-        _FAILED.add(ep.name)
+        _FAILED[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
         return
     if not (isinstance(obj, type) and issubclass(obj, Classifier)):
         log.warning("model plugin %r (%s) is not a Classifier subclass; left out", ep.name, ep.value)
-        _FAILED.add(ep.name)
+        _FAILED[ep.name] = f"{ep.value} is not a Classifier subclass"
         return
     _REGISTRY.setdefault(ep.name, obj)  # run-time registrations win
 
@@ -284,6 +305,9 @@ def family(spec: str) -> type[Classifier]:
         name = _match(list(_REGISTRY), spec)
     if name is None:
         known = known_specs()
+        failed = _match(list(_FAILED), spec)
+        if failed is not None:
+            raise ModelSpecError(f"model spec {spec!r}: its plugin failed to load ({_FAILED[failed]})")
         hint = ", ".join(known) if known else "none (is the package installed? pip install -e .)"
         raise ModelSpecError(f"unknown model spec {spec!r}; known: {hint}")
     return _REGISTRY[name]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from classify.core.errors import ClassifyError
 
@@ -30,6 +30,26 @@ class OptionsModel(BaseModel):
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
     # Word in "unknown <kind>option": "LLM " for the LLM settings, whose message users know.
     kind: ClassVar[str] = ""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1: `--opt C=true` would silently mean C=1.
+        if isinstance(v, bool) and info.field_name is not None:
+            types = _leaf_types(cls.model_fields[info.field_name].annotation)
+            if bool not in types and types & {int, float}:
+                raise ValueError(f"expected a number, got {str(v).lower()}")
+        return v
+
+
+def _leaf_types(ann: Any) -> set[Any]:
+    """The plain types inside an annotation (`Annotated[int | None, ...]` -> {int, NoneType})."""
+    args = get_args(ann)
+    if not args:
+        return {ann}
+    if get_origin(ann) is Annotated:
+        return _leaf_types(args[0])
+    return set().union(*(_leaf_types(a) for a in args))
 
 
 class NoOptions(OptionsModel):

@@ -38,7 +38,7 @@ def fail(msg: str) -> NoReturn:
     from rich.markup import escape
 
     # escape: messages quote user input such as `ensemble:a[embed=false]+b`, which rich would eat as a tag.
-    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True, emoji=False)
     raise typer.Exit(2)
 
 
@@ -106,14 +106,15 @@ def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for o in opts:
         k, eq, v = o.partition("=")
-        if not eq or not k.strip():
+        k = k.strip()
+        if not eq or not k:
             fail(f"{flag} expects key=value, got {o!r}")
         if k in out:
             fail(f"{flag} {k} given twice")
         try:
-            out[k.strip()] = json.loads(v)
+            out[k] = json.loads(v)
         except json.JSONDecodeError:
-            out[k.strip()] = v
+            out[k] = v
     return out
 
 
@@ -221,6 +222,9 @@ def model_options(
                 f"{', '.join(llm.flag_names())}: only for LLM models (openai:<model>, local:<name>, or an ensemble "
                 f"with one), not {model!r}"
             )
+        both = sorted(set(given) & {k.replace("-", "_") for k in extra})
+        if both:
+            fail(f"{', '.join(both)} given both as a flag and as --opt; give it once")
         extra.update(given)
     return ModelOptions(
         encoder=encoder,

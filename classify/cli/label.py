@@ -54,7 +54,9 @@ def run_cmd(
         bool,
         typer.Option("--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports."),
     ] = False,
-    screen_model: Annotated[str, typer.Option("--screen-model", help="Model spec for screening.")] = "embed-logreg",
+    screen_model: Annotated[
+        Optional[str], typer.Option("--screen-model", help="Model spec for screening (default embed-logreg).")
+    ] = None,
     screen_opt: Annotated[
         list[str],
         typer.Option(
@@ -78,8 +80,8 @@ def run_cmd(
     options = model_options(
         encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm, model=model
     )
-    if screen_opt and not screen:
-        fail("--screen-opt: only with --screen")
+    if (screen_opt or screen_model) and not screen:
+        fail(f"{'--screen-opt' if screen_opt else '--screen-model'}: only with --screen")
     screen_options = ModelOptions(
         seed=seed, show_progress=False, batch_size=batch_size, extra=parse_opts(screen_opt, "--screen-opt")
     )
@@ -100,7 +102,7 @@ def run_cmd(
             force=force,
             chunk_size=chunk_size,
             screen=screen,
-            screen_model=screen_model,
+            screen_model=screen_model or "embed-logreg",
             screen_options=screen_options,
             progress=Progress(
                 log=lambda m: err.print(m, markup=False, highlight=False), encoded=enc_bar.update, labeled=bar.update

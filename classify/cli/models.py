@@ -22,7 +22,9 @@ def models_cmd(
 
     if options is None:
         for s in known_specs():
-            console.print(s + ("<model>" if s.endswith(":") else ""), highlight=False)
+            # a prefix spec takes a suffix: `openai:<model>`; an inline ensemble names its members
+            suffix = "A+B[+...]" if s == "ensemble:" else "<model>"
+            console.print(s + (suffix if s.endswith(":") else ""), highlight=False)
         return
     schema = options_schema(options)
     if not schema:

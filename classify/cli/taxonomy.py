@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from classify.cli.common import GoldPath, TaxonomyPath, console
+from classify.cli.common import GoldPath, Task, TaxonomyPath, console
+
+GoldTask = Annotated[
+    Optional[Task],
+    typer.Option("--task", help="screening: the screening codebook and gold/screening.jsonl (default: by --taxonomy)."),
+]
+
+
+def _gold(task: Task | None, taxonomy: Path | None, gold: Path | None):
+    """Taxonomy and gold set; the taxonomy decides how gold is read, --task only picks the defaults."""
+    from classify.core.goldfile import load_gold_for, load_task
+    from classify.core.taxonomy import load_taxonomy
+
+    if task is not None:
+        return load_task(task.value, taxonomy, gold)
+    tax = load_taxonomy(taxonomy)
+    return tax, load_gold_for(gold, tax)
+
 
 taxonomy_app = typer.Typer(no_args_is_help=True, help="Inspect and validate codebooks.")
 gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold sets.")
@@ -55,15 +72,13 @@ def taxonomy_validate(path: Path) -> None:
 def gold_stats(
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
+    task: GoldTask = None,
     n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for the kappa CI.")] = 1000,
 ) -> None:
     """Gold size, label distribution per dimension, and coder agreement when coded twice."""
-    from classify.core.goldfile import load_gold_for
-    from classify.core.taxonomy import load_taxonomy
     from classify.evaluation.agreement import gold_summary
 
-    tax = load_taxonomy(taxonomy)
-    s = gold_summary(load_gold_for(gold, tax), n_boot=n_boot)
+    s = gold_summary(_gold(task, taxonomy, gold)[1], n_boot=n_boot)
     console.print(f"[bold]{s['path']}[/]: {s['n']} records, taxonomy {s['taxonomy']}, content hash {s['hash']}")
     for d, dim in s["dimensions"].items():
         t = Table(
@@ -97,11 +112,7 @@ def gold_stats(
 
 
 @gold_app.command("validate")
-def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None) -> None:
+def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: GoldTask = None) -> None:
     """Validate a gold file against a taxonomy (ids, labels)."""
-    from classify.core.goldfile import load_gold_for
-    from classify.core.taxonomy import load_taxonomy
-
-    tax = load_taxonomy(taxonomy)
-    g = load_gold_for(gold, tax)
+    tax, g = _gold(task, taxonomy, gold)
     console.print(f"ok: {len(g)} records valid against {tax.label}")

@@ -51,6 +51,8 @@ def _check_out(out: Path, inputs: list[Path | None]) -> None:
 def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: ModelOptions | None):
     tax = load_taxonomy(taxonomy)
     records = strip_label_fields(read_records(input), tax.dimension_ids)
+    if not records:
+        raise RunError(f"{input}: no records to label")
     options = options or ModelOptions()
     _, g = load_task("labels", tax.path, gold)
     clf = make_classifier(model, tax, options)  # bad specs and options fail before any training
@@ -123,6 +125,7 @@ def label_file(
         prov = provenance_for(clf, g)
         if screen_clf is not None:
             prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+            prov["screening_options"] = screen_clf.options.run_meta()
             prov["screening_taxonomy"] = (
                 s_tax.label
             )  # the screening labels' own taxonomy (review build --labels checks it)

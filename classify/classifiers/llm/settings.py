@@ -68,9 +68,7 @@ class LLMSettings(OptionsModel):
     # local server
     n_ctx: Annotated[int, _at_least(512, "local server context size, tokens")] = 8192
     n_threads: int | None = None
-    # accepted so a CLI may pass them for any model; used elsewhere
     backend: Backend = "torch"  # embedding backend for few-shot selection
-    dry_run: bool = False
 
     @field_validator("prompts")
     @classmethod
