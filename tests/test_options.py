@@ -91,7 +91,7 @@ def test_values_are_typed_once_for_the_family(taxonomy):
     assert (p.char, p.codebook, p.C) == (True, False, 10.0)  # None means the default
     ft = make_classifier("finetune", taxonomy, ModelOptions(seed=7, extra={"ft-epochs": "2", "ft_lr": 3e-4}))
     assert (ft.ft_config.epochs, ft.ft_config.lr, ft.ft_config.seed) == (2, 3e-4, 7)
-    llm = validate_options("openai:m", taxonomy, _opts(**{"base-url": "http://x/v1", "k": "3"}))
+    llm = validate_options("openai:m", taxonomy, _opts(**{"base-url": "http://x/v1", "k": "3", "strategy": "few-shot"}))
     assert (llm.base_url, llm.k) == ("http://x/v1", 3)
     schema = options_schema("embed-knn")
     assert set(schema) == {"backend", "k"} and schema["k"]["default"] == 10 and schema["k"]["description"]
@@ -190,3 +190,28 @@ def test_a_boolean_is_not_a_number(taxonomy, spec, key):
 def test_dry_run_is_a_flag_not_an_llm_option(taxonomy):
     with pytest.raises(ModelSpecError, match="unknown LLM option 'dry_run'"):
         make_classifier("openai:x", taxonomy, _opts(dry_run=True))
+
+
+@pytest.mark.parametrize(
+    ("spec", "encoder", "extra", "message"),
+    [
+        ("tfidf-logreg", "org/enc", {}, "--encoder 'org/enc' means nothing here"),
+        ("tfidf-embed", "org/enc", {"embed": False}, "--encoder 'org/enc' means nothing here"),
+        ("tfidf-embed", None, {"embed": False, "backend": "onnx"}, "backend: only with embed=true"),
+        ("finetune", None, {"embed": False, "ft_epochs": 2}, "ft_epochs: only with embed=true"),
+        ("openai:x", None, {"k": 3}, r"option k \(--shots\): only with strategy few-shot"),
+        ("openai:x", None, {"n_ctx": 1024}, "option n_ctx: only for local: servers"),
+        ("local:smollm2-135m", None, {"base_url": "http://x/v1"}, "option base_url: the local server is started"),
+        ("ensemble:tfidf-logreg@org/enc+embed-logreg", None, {}, "tfidf-logreg: --encoder 'org/enc' means nothing"),
+    ],
+)
+def test_settings_that_cannot_act_are_refused(taxonomy, spec, encoder, extra, message):
+    with pytest.raises(ModelSpecError, match=message):
+        validate_options(spec, taxonomy, ModelOptions(encoder=encoder, extra=extra))
+
+
+def test_the_runs_encoder_reaches_only_members_that_encode(taxonomy):
+    # a hub-style name: resolving it loads nothing (a packaged one would be unpacked)
+    clf = make_classifier("ensemble:tfidf-logreg+embed-logreg", taxonomy, ModelOptions(encoder="org/my-encoder"))
+    tfidf, embed = clf.members
+    assert tfidf.options.encoder is None and embed.options.encoder == "org/my-encoder"

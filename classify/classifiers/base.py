@@ -104,6 +104,8 @@ class Classifier(ABC):
     """
 
     Options: ClassVar[type[OptionsModel]] = NoOptions
+    # False for families that encode no text with a sentence encoder: --encoder is refused for them.
+    uses_encoder: ClassVar[bool] = True
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
         self.spec = spec
@@ -117,7 +119,15 @@ class Classifier(ABC):
 
         Raises ModelSpecError. Families with more to check (ensemble members, LLM model names) extend it.
         """
-        return parse_options(cls.Options, spec, options.extra)
+        params = parse_options(cls.Options, spec, options.extra)
+        if options.encoder and not cls.takes_encoder(params):
+            raise ModelSpecError(f"{spec}: --encoder {options.encoder!r} means nothing here: no sentence encoder runs")
+        return params
+
+    @classmethod
+    def takes_encoder(cls, params: Any) -> bool:
+        """Whether a model of this family with these typed options encodes text with `--encoder`."""
+        return cls.uses_encoder
 
     @abstractmethod
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> Classifier: ...

@@ -155,6 +155,7 @@ class TfidfLogReg(Classifier):
     """TF-IDF word n-grams + logistic regression: the lexical baseline, no encoder needed."""
 
     Options = LogRegOptions
+    uses_encoder = False
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
         super().__init__(spec, taxonomy, options, params)

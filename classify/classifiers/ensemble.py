@@ -89,6 +89,15 @@ def llm_members(spec: str) -> list[str]:
     return [mspec for mspec, _, _ in map(parse_member, member_texts(spec)) if mspec.startswith(LLM_PREFIXES)]
 
 
+def _takes_encoder(mspec: str, extra: dict[str, Any]) -> bool:
+    """Whether the run's --encoder reaches this member (a char-only member runs no encoder)."""
+    cls = family(mspec)
+    try:
+        return cls.takes_encoder(parse_options(cls.Options, mspec, extra))
+    except ModelSpecError:
+        return cls.uses_encoder  # the member's own check reports the bad option
+
+
 def member_plan(spec: str, options: ModelOptions) -> list[tuple[str, str, ModelOptions]]:
     """(member text, member spec, member options) per member, shared options routed (module docstring)."""
     texts = member_texts(spec)
@@ -124,7 +133,15 @@ def member_plan(spec: str, options: ModelOptions) -> list[tuple[str, str, ModelO
         for i in takers:
             routed[i][key] = value
     return [
-        (text, mspec, replace(options, encoder=encoder or options.encoder, extra={**routed[i], **opts}))
+        (
+            text,
+            mspec,
+            replace(
+                options,
+                encoder=encoder or (options.encoder if _takes_encoder(mspec, {**routed[i], **opts}) else None),
+                extra={**routed[i], **opts},
+            ),
+        )
         for i, (text, mspec, encoder, opts, _) in enumerate(parsed)
     ]
 

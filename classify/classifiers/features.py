@@ -66,14 +66,27 @@ class FeatureOptions(OptionsModel):
 
 
 class FrozenFeatureOptions(FeatureOptions, EncoderOptions):
-    pass
+    @model_validator(mode="after")
+    def _backend_needs_embed(self) -> FrozenFeatureOptions:
+        if not self.embed and "backend" in self.model_fields_set:
+            raise ValueError("backend: only with embed=true (no sentence encoder runs with embed=false)")
+        return self
 
 
 # FineTuneConfig's fields as ft_<name> keys (seed excluded: it is the run's --seed).
 _FT_FIELDS: dict[str, Any] = {
     f"ft_{k}": (f.annotation, f) for k, f in FineTuneConfig.model_fields.items() if k != "seed"
 }
-FineTuneOptions = create_model("FineTuneOptions", __base__=FeatureOptions, **_FT_FIELDS)
+_FineTuneFields = create_model("_FineTuneFields", __base__=FeatureOptions, **_FT_FIELDS)
+
+
+class FineTuneOptions(_FineTuneFields):  # type: ignore[misc,valid-type]  # a class made by create_model
+    @model_validator(mode="after")
+    def _ft_needs_embed(self) -> FineTuneOptions:
+        given = sorted(k for k in self.model_fields_set if k.startswith("ft_"))
+        if not self.embed and given:
+            raise ValueError(f"{', '.join(given)}: only with embed=true (nothing is fine-tuned with embed=false)")
+        return self
 
 
 def _fit_lr(X: Any, y: np.ndarray, C: float, seed: int, sample_weight: np.ndarray | None = None) -> Any:
@@ -157,6 +170,11 @@ class FeatureClassifier(Classifier):
     """TF-IDF + dense embeddings -> one head per dimension. Subclasses supply the embedding."""
 
     Options = FeatureOptions
+
+    @classmethod
+    def takes_encoder(cls, params: Any) -> bool:
+        return bool(params.embed)  # with embed=false no sentence encoder runs
+
     hierarchical = False
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):

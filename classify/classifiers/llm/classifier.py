@@ -60,6 +60,15 @@ class LLMClassifier(Classifier):
     def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMSettings:
         settings = super().check(spec, taxonomy, options)
         family, _, name = spec.partition(":")
+        given = settings.model_fields_set
+        # Settings that cannot act for this spec are refused, not carried along unused.
+        moot = {"local": ("base_url", "api_key_env"), "openai": ("n_ctx", "n_threads")}.get(family, ())
+        wrong = sorted(k for k in moot if k in given)
+        if wrong:
+            where = "the local server is started by classify" if family == "local" else "only for local: servers"
+            raise ModelSpecError(f"{spec}: option {', '.join(wrong)}: {where}")
+        if "k" in given and settings.strategy != "few-shot":
+            raise ModelSpecError(f"{spec}: option k (--shots): only with strategy few-shot")
         if family == "local":
             _local_model(spec)
         elif not name:
