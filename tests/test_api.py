@@ -172,3 +172,12 @@ def test_screening_options_are_in_the_provenance(tmp_path):
     )
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert all(r["screening_options"]["extra"] == {"C": 0.5} for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["folder", "hf-file"])
+def test_an_output_that_cannot_be_written_is_refused_up_front(tmp_path, kind):
+    out = tmp_path / ("existing" if kind == "folder" else "labels.hf")
+    out.mkdir() if kind == "folder" else out.write_text("x")
+    r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--out", str(out), "--force"])
+    assert r.exit_code == 2 and ("is a folder" in r.output or "is a file" in r.output), r.output
+    assert not list(tmp_path.glob("*.partial.jsonl"))

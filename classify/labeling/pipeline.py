@@ -89,6 +89,11 @@ def label_file(
         raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
     if out.exists() and not force:
         raise RunError(f"{out} exists; pass --force to overwrite it")
+    # Refused now, not after hours of labeling: the final write would fail on these.
+    if out.suffix == ".hf" and out.exists() and not out.is_dir():
+        raise RunError(f"{out} is a file; a .hf output is a dataset folder")
+    if out.is_dir() and out.suffix != ".hf":
+        raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
     tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     _check_out(out, [Path(input), tax.path, g.path])
     if force:
