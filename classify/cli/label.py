@@ -89,8 +89,13 @@ def run_cmd(
         for text in estimate_labeling(model, input, taxonomy=taxonomy, gold=gold, options=options, screen=screen):
             console.print(text)
         return
-    enc_bar = tqdm(total=None, desc="encoding", unit="rec", file=sys.stderr, delay=0.5)
-    bar = tqdm(total=None, desc="labeling", unit="rec", file=sys.stderr)
+    # delay: no empty bars above the training messages; totals arrive once the input is read
+    enc_bar = tqdm(total=None, desc="encoding", unit="rec", file=sys.stderr, delay=1)
+    bar = tqdm(total=None, desc="labeling", unit="rec", file=sys.stderr, delay=1)
+
+    def set_total(n: int) -> None:
+        enc_bar.total = bar.total = n
+
     try:
         summary = label_file(
             model,
@@ -105,7 +110,10 @@ def run_cmd(
             screen_model=screen_model or "embed-logreg",
             screen_options=screen_options,
             progress=Progress(
-                log=lambda m: err.print(m, markup=False, highlight=False), encoded=enc_bar.update, labeled=bar.update
+                log=lambda m: err.print(m, markup=False, highlight=False),
+                encoded=enc_bar.update,
+                total=set_total,
+                labeled=bar.update,
             ),
         )
     except Exception as e:

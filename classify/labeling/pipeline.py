@@ -39,6 +39,7 @@ class Progress:
     log: Callable[[str], None] | None = None  # one line of news: "training ...", "screening ..."
     encoded: Callable[[int], None] | None = None  # n more records encoded up front
     labeled: Callable[[int], None] | None = None  # n more records labeled (or resumed)
+    total: Callable[[int], None] | None = None  # how many records the run will label, once known
 
 
 def _check_out(out: Path, inputs: list[Path | None]) -> None:
@@ -96,6 +97,8 @@ def label_file(
         raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
     tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     _check_out(out, [Path(input), tax.path, g.path])
+    if progress.total:
+        progress.total(len(records))
     if force:
         partial_path(out).unlink(missing_ok=True)
     sig_parts: dict[str, Any] = {
