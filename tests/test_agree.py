@@ -350,3 +350,24 @@ def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones
     # A key no member takes is refused, naming the keys that some member would take.
     with pytest.raises(ModelSpecError, match=r"unknown option 'bogus'; allowed: C, .*confidence"):
         make_classifier("ensemble:embed-knn+embed-logreg", taxonomy, _opts(bogus=1))
+
+
+def test_leaderboard_names_the_gold_of_each_row_when_runs_differ():
+    from classify.evaluation.leaderboard import Entry, rows
+
+    def entry(run, gold_hash):
+        return Entry(
+            run=run,
+            label=run,
+            created_at="",
+            mode="cv",
+            kappa={"symptom": {"kappa": 0.5, "lo": 0.4, "hi": 0.6}},
+            selective={},
+            seconds_per_1000=1.0,
+            gold_hash=gold_hash,
+        )
+
+    header, body = rows([entry("a", "g1"), entry("b", "g1")])
+    assert "gold" not in header
+    header, body = rows([entry("a", "g1"), entry("b", "g2")])
+    assert header[-1] == "gold" and sorted(r[-1] for r in body) == ["g1", "g2"]

@@ -114,6 +114,10 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
     for d in dims:
         header += [f"{d} kappa [95% CI]", f"{d} @50% / @70%"]
     header += ["s / 1000 rec"]
+    # Runs on different gold sets are not comparable row by row: say which gold each row used.
+    mixed = len({e.gold_hash for e in entries}) > 1
+    if mixed:
+        header.append("gold")
     out = []
     for e in entries:
         cells = [e.label]
@@ -123,6 +127,8 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
             cells.append(f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]" if k else "-")
             cells.append(f"{s[50]:.3f} / {s[70]:.3f}" if 50 in s and 70 in s else "-")
         cells.append(f"{e.seconds_per_1000:.1f}" if e.seconds_per_1000 is not None else "-")
+        if mixed:
+            cells.append(e.gold_hash or "-")
         out.append(cells)
     return header, out
 
