@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from classify.cli.common import GoldPath, Task, TaxonomyPath, console
-
-GoldTask = Annotated[
-    Optional[Task],
-    typer.Option("--task", help="screening: the screening codebook and gold/screening.jsonl (default: by --taxonomy)."),
-]
-
-
-def _gold(task: Task | None, taxonomy: Path | None, gold: Path | None):
-    """Taxonomy and gold set; the taxonomy decides how gold is read, --task only picks the defaults."""
-    from classify.core.goldfile import load_gold_for, load_task
-    from classify.core.taxonomy import load_taxonomy
-
-    if task is not None:
-        return load_task(task.value, taxonomy, gold)
-    tax = load_taxonomy(taxonomy)
-    return tax, load_gold_for(gold, tax)
-
+from classify.cli.common import GoldPath, Task, TaskOpt, TaxonomyPath, console
 
 taxonomy_app = typer.Typer(no_args_is_help=True, help="Inspect and validate codebooks.")
 gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold sets.")
@@ -72,13 +55,14 @@ def taxonomy_validate(path: Path) -> None:
 def gold_stats(
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
-    task: GoldTask = None,
+    task: TaskOpt = Task.labels,
     n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for the kappa CI.")] = 1000,
 ) -> None:
     """Gold size, label distribution per dimension, and coder agreement when coded twice."""
+    from classify.core.goldfile import load_task
     from classify.evaluation.agreement import gold_summary
 
-    s = gold_summary(_gold(task, taxonomy, gold)[1], n_boot=n_boot)
+    s = gold_summary(load_task(task.value, taxonomy, gold)[1], n_boot=n_boot)
     console.print(f"[bold]{s['path']}[/]: {s['n']} records, taxonomy {s['taxonomy']}, content hash {s['hash']}")
     for d, dim in s["dimensions"].items():
         t = Table(
@@ -112,7 +96,9 @@ def gold_stats(
 
 
 @gold_app.command("validate")
-def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: GoldTask = None) -> None:
+def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: TaskOpt = Task.labels) -> None:
     """Validate a gold file against a taxonomy (ids, labels)."""
-    tax, g = _gold(task, taxonomy, gold)
+    from classify.core.goldfile import load_task
+
+    tax, g = load_task(task.value, taxonomy, gold)
     console.print(f"ok: {len(g)} records valid against {tax.label}")

@@ -17,7 +17,7 @@ from typing import Any
 from classify.classifiers.base import ModelOptions, make_classifier, validate_options
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
-from classify.core.goldfile import load_task
+from classify.core.goldfile import load_gold_for, load_task
 from classify.evaluation.compare import compare_metrics, load_run_metrics, previous_folds
 from classify.evaluation.crossval import (
     EvalResult,
@@ -72,7 +72,7 @@ def run_eval(
     tax, g = load_task(task, taxonomy, gold)
     validate_options(model, tax, options)  # a bad spec or option fails here, before any training
     if test is not None:
-        res = evaluate_on_test(model, g, load_task(task, taxonomy, test)[1], options)
+        res = evaluate_on_test(model, g, load_gold_for(test, tax), options)
     else:
         given_folds = None
         folds_note = None
@@ -133,7 +133,7 @@ def estimate_eval(
     tax, g = load_task(task, taxonomy, gold)
     clf = make_classifier(model, tax, options)
     if test is not None:
-        records = load_task(task, taxonomy, test)[1].records
+        records = load_gold_for(test, tax).records
         note = ""
     else:
         records = [g.records[i] for i in limit_sample(len(g), limit, seed)]

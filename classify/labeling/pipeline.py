@@ -17,7 +17,7 @@ from typing import Any
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.core import paths
 from classify.core.errors import UsageError
-from classify.core.goldfile import load_task
+from classify.core.goldfile import load_gold_for, load_task
 from classify.core.records import read_records
 from classify.core.taxonomy import load_taxonomy
 from classify.labeling.resumable import (
@@ -55,7 +55,7 @@ def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: Mode
     if not records:
         raise RunError(f"{input}: no records to label")
     options = options or ModelOptions()
-    _, g = load_task("labels", tax.path, gold)
+    g = load_gold_for(gold, tax)
     clf = make_classifier(model, tax, options)  # bad specs and options fail before any training
     return tax, records, g, options, clf
 
