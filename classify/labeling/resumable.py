@@ -82,6 +82,10 @@ def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, 
     for d, p in preds.items():
         row[d] = p.label
         row[f"{d}_confidence"] = None if p.confidence is None else round(float(p.confidence), 4)
+        if p.proba:
+            # The model's own class probabilities (uncalibrated): the corpus report calibrates them with
+            # the model's gold profile to estimate shares (classify.labeling.quantify).
+            row[f"{d}_proba"] = {c: round(float(v), 4) for c, v in p.proba.items()}
         if p.rationale:
             row[f"{d}_rationale"] = p.rationale
         if p.status != "ok":
@@ -189,6 +193,7 @@ def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
         "model": clf.spec,
         "taxonomy": clf.taxonomy.label,
         "gold_hash": gold.hash,
+        "run_options": clf.options.run_meta(),  # with `model`, enough to rebuild the model's gold profile
         "labeled_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if "prompt_hash" in p:
