@@ -63,6 +63,28 @@ def _decisions_path(queue: Path, decisions: Path | None) -> Path:
     return decisions or queue.parent / "decisions.jsonl"
 
 
+def _not_an_input(out: Path, inputs: list, flag: str) -> None:
+    """An output that resolves to one of the command's inputs is refused before anything is written."""
+    from classify.core.errors import UsageError
+    from classify.core.paths import refuse_output_over_inputs
+
+    try:
+        refuse_output_over_inputs(out, inputs, flag=flag)
+    except UsageError as e:
+        fail(str(e))
+
+
+def _queue_inputs(queue_path: Path) -> list:
+    """The queue and the gold and codebook it was built from: what the review commands read."""
+    from classify.review.schema import QueueError, load_queue
+
+    try:
+        q = load_queue(queue_path)
+    except QueueError:
+        return [queue_path]  # the command itself reports the broken queue
+    return [queue_path, q.meta.gold_path, q.meta.taxonomy_path]
+
+
 def _load(queue_path: Path, gold: Path | None, taxonomy: Path | None):
     """Queue, taxonomy and gold, checked to belong together."""
     from classify.core.goldfile import load_gold_for
@@ -158,8 +180,6 @@ def build(
     from classify.review.queue import build_queue
     from classify.review.schema import QueueError, save_queue
 
-    if out.exists() and not force:
-        fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")
     try:
         # The taxonomy decides how gold is read (goldfile.py); --task only picks the default codebook.
         tax = load_taxonomy(taxonomy or (SCREENING_TAXONOMY if task == "screening" else None))
@@ -175,6 +195,9 @@ def build(
         g = load_gold_for(gold, tax)
         if labels and not inputs:
             inputs = [paths.DEFAULT_INPUT]
+        _not_an_input(out, [g.path, tax.path, notes, *eval_runs, *labels, *inputs], "--out")
+        if out.exists() and not force:
+            fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")
         q, counts = build_queue(
             g, eval_runs, labels, inputs, notes, dimension or None, min_confidence, not no_cleanlab, max_items
         )
@@ -214,8 +237,9 @@ def session(
     from classify.review.decisions import DecisionsError
     from classify.review.session import Session, Terminal
 
-    q, tax, _ = _load(queue, gold, taxonomy)
+    q, tax, g = _load(queue, gold, taxonomy)
     path = _decisions_path(queue, decisions)
+    _not_an_input(path, [queue, g.path, tax.path], "--decisions")
     s = Session(q, tax, path, _reviewer(reviewer), Terminal(console), console)
     try:
         res = s.run(revisit_skipped=revisit_skipped)
@@ -268,6 +292,7 @@ def export(
         existing = read_decisions(_decisions_path(queue, decisions))[0]
     except (QueueError, DecisionsError) as e:
         fail(str(e))
+    _not_an_input(out, [*_queue_inputs(queue), _decisions_path(queue, decisions)], "--out")
     n = export_csv(q, out, existing)
     console.print(
         f"wrote {out}: {n} rows; fill action/label/note (and proposal* columns), then `classify review import {out}`",
@@ -289,8 +314,9 @@ def import_(
     from classify.review.decisions import DecisionsError
     from classify.review.sheet import import_csv
 
-    q, tax, _ = _load(queue, None, None)
+    q, tax, g = _load(queue, None, None)
     path = _decisions_path(queue, decisions)
+    _not_an_input(path, [sheet, queue, g.path, tax.path], "--decisions")
     try:
         new, same = import_csv(sheet, q, tax, path, _reviewer(reviewer), replace=replace)
     except DecisionsError as e:
@@ -338,6 +364,10 @@ def apply(
         plan = plan_apply(q, decs, g, new_version=version, release_note=note, based_on=based_on)
     except (DecisionsError, ApplyError) as e:
         fail(str(e))
+    if plan.taxonomy_raw is None:
+        unused = [f for f, v in (("--version", version), ("--out-taxonomy", out_taxonomy), ("--note", note)) if v]
+        if unused:
+            fail(f"{', '.join(unused)}: no decision proposes a codebook change, so no taxonomy version is written")
     new_tax_path = None
     if plan.taxonomy_raw is not None:
         new_tax_path = out_taxonomy or next_taxonomy_path(Path(_show(tax.path)), plan.taxonomy.version)

@@ -3,10 +3,13 @@ and text, write atomically."""
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -59,6 +62,24 @@ class Record:
         d = {k: getattr(self, k) for k in CORE_FIELDS}
         d.update(self.fields)
         return d
+
+
+# OWASP's rule for CSV injection: a cell a spreadsheet program would run as a formula starts with one
+# of these. Such a cell is written with a leading apostrophe (what spreadsheets themselves use to mean
+# "this is text"); a cell that already starts with apostrophes before one of them gets one more, so
+# reading back strips exactly one and every string survives the round trip unchanged.
+_FORMULA = re.compile(r"^'*[=+\-@\t\r]")
+_ESCAPED = re.compile(r"^'+[=+\-@\t\r]")
+
+
+def escape_formula(text: str) -> str:
+    """`text` as a CSV cell no spreadsheet program runs as a formula (undone by unescape_formula)."""
+    return "'" + text if _FORMULA.match(text) else text
+
+
+def unescape_formula(text: str) -> str:
+    """The inverse of escape_formula, for CSV files the toolkit wrote (sheets, labels, fetched records)."""
+    return text[1:] if _ESCAPED.match(text) else text
 
 
 def _clean(v: Any) -> Any:
@@ -167,16 +188,13 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         from classify.core import hfdataset  # imports pyarrow (and datasets for folders) only when needed
 
         return hfdataset.read_dataset(path) if fmt == DATASET else hfdataset.read_arrow(path)
+    if fmt == "parquet":
+        return _read_parquet(path)
     import pandas as pd
 
+    text = decode_utf8(path.read_bytes(), path, RecordsError)
     try:
-        if fmt == "csv":
-            text = decode_utf8(path.read_bytes(), path, RecordsError)
-            df = pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False, na_values=[""])
-        else:
-            df = pd.read_parquet(path)
-    except RecordsError:
-        raise
+        df = pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False, na_values=[""])
     except Exception as e:  # pandas raises many types for broken files
         raise RecordsError(f"{path}: cannot read {fmt}: {e}") from e
     rows = []
@@ -184,6 +202,8 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         row = {}
         for k, v in raw.items():
             v = _clean(v)
+            if isinstance(v, str):
+                v = unescape_formula(v)
             # Nested values (coder passes) survive a CSV round trip as JSON strings.
             if isinstance(v, str) and v[:1] in "{[" and k not in ("title", "body", "discussion"):
                 try:
@@ -193,6 +213,83 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
             row[str(k)] = v
         rows.append(row)
     return rows
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    """Rows of a Parquet file with the column types it declares.
+
+    Read through pyarrow, not pandas: pandas turns an integer column with a gap into floats (id 1
+    becomes 1.0) and hides wrong types in object columns; here a list or bytes stays what it is and
+    check_rows refuses it by name.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise RecordsError(f"{path}: cannot read parquet: {e}") from None
+    # A DataFrame written with its index keeps it as a column named like this; it is not data.
+    keep = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
+    rows = []
+    for raw in table.select(keep).to_pylist():
+        row = {}
+        for k, v in raw.items():
+            v = _plain(v)
+            if isinstance(v, str) and v[:1] in "{[" and k not in ("title", "body", "discussion"):
+                try:
+                    v = json.loads(v)
+                except json.JSONDecodeError:
+                    pass
+            row[str(k)] = v
+        rows.append(row)
+    return rows
+
+
+_TEXT_FIELDS = ("title", "body", "discussion")
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, float):
+        return "a float"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, (bytes, bytearray)):
+        return "bytes"
+    if isinstance(v, int):
+        return "a number"
+    return f"a {type(v).__name__}"
+
+
+def check_rows(rows: list[dict[str, Any]], source: str | Path) -> None:
+    """Refuse ids that are not text or integers and text fields that are not text (all listed at once).
+
+    `str()` would make them look fine: True -> "True", 1.0 -> "1.0" (another record than 1), a list
+    title -> "['a']", bytes -> "b'...'".
+    """
+    problems = []
+    for i, row in enumerate(rows, 1):
+        rid = row.get("id")
+        if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+            problems.append(f"row {i}: id {rid!r} is {_kind(rid)} (ids are text or integers)")
+        for f in _TEXT_FIELDS:
+            v = row.get(f)
+            if v is not None and not isinstance(v, str):
+                problems.append(f"row {i}: {f} is {_kind(v)}, not text")
+    if problems:
+        raise RecordsError(f"{source}: values of the wrong type ({len(problems)}): " + "; ".join(problems[:10]))
 
 
 def to_record(row: dict[str, Any]) -> Record:
@@ -237,7 +334,9 @@ def _short(items: list, n: int = 20) -> str:
 
 
 def read_records(path: str | Path, validate: bool = True) -> list[Record]:
-    records = [to_record(r) for r in read_rows(path)]
+    rows = read_rows(path)
+    check_rows(rows, path)
+    records = [to_record(r) for r in rows]
     if validate:
         validate_records(records, path)
     return records
@@ -281,7 +380,8 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
       that already holds a dataset is replaced; any other existing folder is refused. Nested
       values stay nested (struct columns); a key missing from some rows reads back as null there.
     - `.arrow`: one Arrow IPC stream file (what `datasets` writes; `Dataset.from_file` reads it);
-    - `.csv`, `.parquet`: a table, nested values as JSON strings;
+    - `.csv`, `.parquet`: a table, nested values as JSON strings; CSV text cells that a spreadsheet
+      would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
     - anything else: JSON lines.
     """
     path = Path(path)
@@ -298,19 +398,33 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
     if fmt == "jsonl":
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         return
+
+    def cell(v: Any) -> Any:
+        if isinstance(v, (dict, list)):
+            v = json.dumps(v)
+        # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
+        return escape_formula(v) if fmt == "csv" and isinstance(v, str) else v
+
+    flat = [{k: cell(v) for k, v in r.items()} for r in rows]
+    if fmt == "csv":
+        # The csv module, not pandas: pandas leaves a field holding a lone "\r" unquoted, and
+        # reading it back splits the row in two.
+        buf = io.StringIO()
+        # "\r\n" line ends (RFC 4180): with "\n" alone the csv module would not quote a field holding "\r".
+        w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in flat for k in r)), lineterminator="\r\n")
+        w.writeheader()
+        w.writerows(flat)
+        atomic_write_text(path, buf.getvalue())
+        return
     import pandas as pd
 
-    flat = [{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in rows]
     df = pd.DataFrame(flat)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     try:
-        if fmt == "csv":
-            df.to_csv(tmp, index=False)
-        else:
-            df.to_parquet(tmp, index=False)
+        df.to_parquet(tmp, index=False)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

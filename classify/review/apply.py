@@ -56,8 +56,23 @@ def next_gold_path(gold_path: Path) -> Path:
     return gold_path.with_name(f"{stem}.v{n + 1}{gold_path.suffix}")
 
 
+# A version becomes part of a file name (taxonomy-v<version>.yaml): no separators, no "..".
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def check_version(version: str) -> str:
+    """`version` if it can be a file-name part; ApplyError otherwise (`../x`, `a/b`, `..`, empty)."""
+    if not _VERSION_RE.match(version) or ".." in version:
+        raise ApplyError(
+            f"taxonomy version {version!r} cannot be part of a file name (taxonomy-v<version>.yaml): "
+            "use letters, digits, '.', '_', '+' or '-', starting with a letter or digit, and no '..'"
+        )
+    return version
+
+
 def next_taxonomy_path(tax_path: Path, version: str) -> Path:
     """codebook/taxonomy-v1.yaml -> codebook/taxonomy-v2.yaml."""
+    check_version(version)
     stem = re.sub(r"-v[^-]+$", "", tax_path.stem)
     return tax_path.with_name(f"{stem}-v{version}{tax_path.suffix}")
 
@@ -89,6 +104,8 @@ def plan_apply(
     """Compute the new gold rows and codebook; raise ApplyError (nothing written) when they do not fit."""
     tax = gold.taxonomy
     when = when or date.today().isoformat()
+    if new_version is not None:
+        check_version(new_version)
     try:
         check_queue_matches(queue, gold)
     except ValueError as e:
@@ -232,6 +249,8 @@ def render_taxonomy(raw: dict, source: Path | None) -> str:
 def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, source_taxonomy: Path | None) -> None:
     """Write both new versions; refuses to overwrite (a version, once written, is never edited)."""
     targets = [out_gold] + ([out_taxonomy] if plan.taxonomy_raw is not None and out_taxonomy else [])
+    if len(targets) == 2 and out_taxonomy is not None and out_gold.resolve() == out_taxonomy.resolve():
+        raise ApplyError(f"--out-gold and --out-taxonomy are the same file ({out_gold}); give two paths")
     exists = [str(p) for p in targets if p.exists()]
     if exists:
         raise ApplyError(

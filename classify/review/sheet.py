@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from classify.core.records import atomic_write_text
+from classify.core.records import atomic_write_text, escape_formula, unescape_formula
 from classify.core.taxonomy import Taxonomy
 from classify.core.textio import read_text
 from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
@@ -113,7 +113,8 @@ CELL_MAX = 30000  # spreadsheet programs cap a cell at 32,767 characters
 
 def _cell(text) -> str:
     text = "" if text is None else str(text)
-    return text if len(text) <= CELL_MAX else text[:CELL_MAX] + " ..."
+    # A title or note starting with = + - @ would run as a formula in the reviewer's spreadsheet.
+    return escape_formula(text if len(text) <= CELL_MAX else text[:CELL_MAX] + " ...")
 
 
 def _split_list(text: str) -> list[str]:
@@ -251,7 +252,12 @@ def read_csv_decisions(path: str | Path, queue: Queue, reviewer: str) -> list[De
         raise DecisionsError(f"{path}: file not found")
     text = read_text(path, DecisionsError)  # invalid UTF-8: an error naming the line
     try:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        # Undo export's formula escaping (a reviewer's own cell starting with ' is undone the same way
+        # a spreadsheet program would read it).
+        rows = [
+            {k: unescape_formula(v) if isinstance(v, str) else v for k, v in row.items()}
+            for row in csv.DictReader(io.StringIO(text))
+        ]
     except csv.Error as e:
         raise DecisionsError(f"{path}: not a readable CSV file: {e}") from e
     header = rows[0].keys() if rows else next(csv.reader(io.StringIO(text)), [])
