@@ -26,7 +26,9 @@ ALLOWED: dict[str, set[str]] = {
     # labeling will derive thresholds by cross-validation, hence evaluation
     "labeling": {"core", "encoders", "classifiers", "evaluation"},
     "review": {"core", "evaluation", "labeling"},
-    "cli": {"core", "encoders", "classifiers", "ingest", "evaluation", "labeling", "review"},
+    # the browser workbench: people in the loop, on top of review's decisions and apply step
+    "workbench": {"core", "evaluation", "labeling", "review"},
+    "cli": {"core", "encoders", "classifiers", "ingest", "evaluation", "labeling", "review", "workbench"},
 }
 ROOT_MODULES = {"__init__.py"}  # the package root re-exports the public API lazily; it is no layer
 

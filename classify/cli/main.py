@@ -10,6 +10,7 @@ from classify.cli.common import UserErrorGroup
 from classify.cli.fetch import fetch_app
 from classify.cli.review import review_app
 from classify.cli.taxonomy import gold_app, taxonomy_app
+from classify.cli.workbench import workbench_app
 
 app = typer.Typer(
     cls=UserErrorGroup,
@@ -21,6 +22,7 @@ app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
 app.add_typer(fetch_app, name="fetch")
 app.add_typer(review_app, name="review")
+app.add_typer(workbench_app, name="workbench")
 app.command("models")(models.models_cmd)
 app.command("eval")(evaluate.eval_cmd)
 app.command("run")(label.run_cmd)

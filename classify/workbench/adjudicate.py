@@ -1,0 +1,195 @@
+"""Adjudication and export: settled items become a gold file in the shipped gold's format, and the
+adjudication decisions become a review queue + decisions file, so that codebook proposals go
+through the review loop's own apply step (`classify review apply`: new gold version with per-item
+history, new codebook version with changelog) instead of a second implementation of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from classify.core.gold import gold_from_records, load_gold
+from classify.core.records import CORE_FIELDS, atomic_write_text, to_record, write_rows
+from classify.core.taxonomy import Taxonomy, load_taxonomy
+from classify.review.decisions import write_decisions
+from classify.review.proposals import Change, ProposalError, apply_changes
+from classify.review.schema import Decision as ReviewDecision
+from classify.review.schema import Proposal, Queue, QueueItem, QueueMeta, Reason, save_queue, validation_message
+from classify.workbench.project import ItemState, LabelError, Project, ProjectError, now
+
+_PROPOSAL = TypeAdapter(Proposal)
+CODER_KEYS = "ab"  # the shipped gold names its two passes coder_a and coder_b
+
+
+def check_proposals(proposals: Any, tax: Taxonomy) -> list[dict]:
+    """Codebook proposals in the review loop's schema, each checked to fit the codebook."""
+    if not isinstance(proposals, list):
+        raise LabelError("proposals must be a list", {})
+    out = []
+    for i, p in enumerate(proposals):
+        try:
+            prop = _PROPOSAL.validate_python(p)
+        except ValidationError as e:
+            raise LabelError(f"proposal {i + 1}: {validation_message(e)}", {}) from None
+        if prop.dimension not in tax.dimensions:
+            raise LabelError(f"proposal {i + 1}: unknown dimension {prop.dimension!r}", {})
+        try:
+            apply_changes(tax, [Change(proposal=prop)])  # dry run: does it fit this codebook?
+        except ProposalError as e:
+            raise LabelError(f"proposal {i + 1}: {e}", {}) from None
+        out.append(prop.model_dump(mode="json"))
+    return out
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    n: int
+    adjudicated: int
+    open_items: dict[str, list[str]] = field(default_factory=dict)  # why -> ids left out
+    queue: Path | None = None
+    n_decisions: int = 0
+    n_proposals: int = 0
+
+
+def _coder_fields(st: ItemState) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, name in zip(CODER_KEYS, st.assigned):
+        out[f"coder_{key}"] = dict(st.codes[name].labels)
+    return out
+
+
+def _note(st: ItemState) -> str | None:
+    if not st.decision:
+        return None
+    note = st.decision.note
+    if st.decision.proposals:
+        described = "; ".join(_PROPOSAL.validate_python(p).describe() for p in st.decision.proposals)
+        note += f" CODEBOOK: {described}"
+    return note
+
+
+def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[ItemState]]:
+    """Rows of every settled item in the shipped gold's format, why the others are left out, and the
+    adjudicated items."""
+    dims = project.dims
+    rows, adjudicated = [], []
+    open_items: dict[str, list[str]] = {}
+    for st in project.states():
+        final = st.final(dims)
+        if final is None:
+            missing = [c for c in st.assigned if c not in st.codes]
+            why = f"waiting for a code from {', '.join(missing)}" if missing else "disagreement not adjudicated"
+            open_items.setdefault(why, []).append(st.id)
+            continue
+        row = {k: st.record.get(k) for k in CORE_FIELDS}
+        row.update(final)
+        row.update(_coder_fields(st))
+        note = _note(st)
+        if note:
+            row["adjudication_note"] = note
+            adjudicated.append(st)
+        row["coded_by"] = {k: n for k, n in zip(CODER_KEYS, st.assigned)}
+        rows.append(row)
+    return rows, open_items, adjudicated
+
+
+def export(project: Project, out: str | Path) -> ExportResult:
+    """Write the settled items as gold (`.jsonl`, `.csv`, `.parquet` or a `.hf` dataset folder),
+    validated against the project's codebook first; the adjudications as a review queue beside it."""
+    out = Path(out)
+    rows, open_items, adjudicated = gold_rows(project)
+    if not rows:
+        waiting = "; ".join(f"{why}: {len(ids)}" for why, ids in open_items.items())
+        raise ProjectError(f"nothing to export: no item is settled yet ({waiting})")
+    # validated in memory the way `classify gold validate` will read the file
+    gold_from_records([to_record(json.loads(json.dumps(r))) for r in rows], project.taxonomy, "<export>")
+    write_rows(out, rows)
+    res = ExportResult(out, len(rows), len(adjudicated), open_items)
+    if adjudicated:
+        res.queue, res.n_decisions, res.n_proposals = _write_review(project, out, adjudicated)
+    return res
+
+
+def _taxonomy_file(project: Project, folder: Path) -> Path:
+    """The codebook file the review queue names: the project's own when unchanged, else a copy."""
+    tax = project.taxonomy
+    if tax.path and tax.path.exists():
+        try:
+            if load_taxonomy(tax.path).fingerprint() == tax.fingerprint():
+                return tax.path.resolve()
+        except Exception:  # an edited file that no longer loads: use the project's copy
+            pass
+    copy = folder / f"taxonomy-v{tax.version}.yaml"
+    atomic_write_text(copy, project.meta()["taxonomy_text"])
+    return copy.resolve()
+
+
+def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> tuple[Path, int, int]:
+    """Queue + decisions for `classify review apply`: one `keep` per adjudicated (item, dimension),
+    carrying the adjudicator, note and proposals."""
+    folder = out.with_name(out.name.split(".")[0] + "-review")
+    folder.mkdir(parents=True, exist_ok=True)
+    tax_path = _taxonomy_file(project, folder)
+    gold = load_gold(out, project.taxonomy)  # the file just written, as apply will read it
+    pos = {rid: i for i, rid in enumerate(gold.ids)}
+    items, decisions = [], []
+    n_props = 0
+    for st in adjudicated:
+        assert st.decision is not None
+        i = pos[st.id]
+        by_dim: dict[str, list] = {}
+        for p in st.decision.proposals:
+            by_dim.setdefault(p["dimension"], []).append(p)
+        dims = [d for d in project.dims if d in st.disagreeing(project.dims) or d in by_dim] or project.dims[:1]
+        for d in dims:
+            reasons = [
+                Reason(kind="codebook_note", source="workbench", weight=0.3, detail=p_desc)
+                for p_desc in (_PROPOSAL.validate_python(p).describe() for p in by_dim.get(d, []))
+            ]
+            items.append(
+                QueueItem(
+                    id=st.id,
+                    dimension=d,
+                    in_gold=True,
+                    gold=gold.labels[d][i],
+                    coders={c: gold.coders[c][d][i] for c in gold.coders},
+                    adjudication_note=_note(st),
+                    reasons=reasons,
+                    score=0.3 if reasons else 0.0,
+                    record={k: st.record.get(k) for k in CORE_FIELDS},
+                )
+            )
+            decisions.append(
+                ReviewDecision(
+                    id=st.id,
+                    dimension=d,
+                    action="keep",
+                    gold=gold.labels[d][i],
+                    note=st.decision.note,
+                    proposals=[_PROPOSAL.validate_python(p) for p in by_dim.get(d, [])],
+                    reviewer=st.decision.adjudicator,
+                    decided_at=st.decision.at,
+                )
+            )
+            n_props += len(by_dim.get(d, []))
+    tax = project.taxonomy
+    meta = QueueMeta(
+        created_at=now(),
+        taxonomy=tax.label,
+        taxonomy_path=str(tax_path),
+        taxonomy_fingerprint=tax.fingerprint(),
+        gold_path=str(out.resolve()),
+        gold_hash=gold.hash,
+        sources=[{"kind": "workbench", "path": str(project.folder.resolve())}],
+        params={"adjudications": len(adjudicated)},
+    )
+    queue_path = folder / "queue.json"
+    save_queue(Queue(meta=meta, items=items), queue_path)
+    write_decisions(folder / "decisions.jsonl", decisions)
+    return queue_path, len(decisions), n_props
