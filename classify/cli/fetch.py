@@ -80,6 +80,23 @@ MaxWait = Annotated[
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and the summary.")]
 
 
+def _check_paths(output: Path, inputs: list[Path | None], cache: bool, cache_file: Path | None) -> None:
+    """Refuse, before any request, an output or ETag store that is one of the inputs or each other."""
+    from classify.core.errors import UsageError
+    from classify.core.paths import refuse_output_over_inputs
+    from classify.ingest import default_cache_path
+
+    if cache_file is not None and not cache:
+        _fail(ValueError(f"--cache-file {cache_file}: no ETag store is used with --no-cache"))
+    try:
+        refuse_output_over_inputs(output, inputs, flag="--output")
+        if cache:
+            store = cache_file or default_cache_path(output)
+            refuse_output_over_inputs(store, [output, *inputs], flag="--cache-file" if cache_file else "the ETag store")
+    except UsageError as e:
+        _fail(e)
+
+
 def _client(
     base_url: str | None, cache: bool, cache_file: Path | None, output: Path, max_attempts: int, max_wait: float
 ):
@@ -134,6 +151,7 @@ def github_cmd(
         since_iso = normalize_since(since) if since else None
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--since") from None
+    _check_paths(output, [], cache, cache_file)
     try:
         client = _client(base_url, cache, cache_file, output, max_attempts, max_wait)
     except (CacheError, FetchError) as e:
@@ -181,6 +199,14 @@ def urls_cmd(
         ),
     ] = None,
     url_column: Annotated[str, typer.Option(help="URL column of a --from table.")] = "url",
+    host: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--host",
+            help="Also accept issue URLs on this web host (repeatable). Default: github.com for the public API, "
+            "else the --base-url host; URLs on any other host are refused.",
+        ),
+    ] = None,
     base_url: BaseUrl = None,
     cache: UseCache = True,
     cache_file: CacheFile = None,
@@ -207,6 +233,7 @@ def urls_cmd(
         _fail(e)
     if not items:
         raise typer.BadParameter("give issue URLs as arguments or a file with --from")
+    _check_paths(output, [from_file], cache, cache_file)
     try:
         client = _client(base_url, cache, cache_file, output, max_attempts, max_wait)
     except (CacheError, FetchError) as e:
@@ -215,6 +242,7 @@ def urls_cmd(
         res = fetch_issue_refs(
             client,
             items,
+            hosts=host or (),
             skip_bot_comments=skip_bot_comments,
             progress=lambda i, n: log.info("%d/%d references done", i, n) if i % 50 == 0 or i == n else None,
         )
@@ -249,6 +277,7 @@ def gh_json_cmd(
     from classify.ingest import RefError, import_gh_json, write_fetched
 
     _setup_logging(quiet)
+    _check_paths(output, [path], False, None)
     try:
         rows = import_gh_json(path, repo=repo, skip_bot_comments=skip_bot_comments)
         summary = write_fetched(output, rows, overwrite=overwrite)
@@ -285,6 +314,7 @@ def csv_cmd(
         mapping = parse_mapping(map_ or [])
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--map") from None
+    _check_paths(output, [path], False, None)
     try:
         rows = import_table(path, mapping, repo=repo, keep_unmapped=not drop_unmapped)
         summary = write_fetched(output, rows, overwrite=overwrite)

@@ -3,7 +3,8 @@
 Rate limits follow GitHub's documented rules: on 403/429, wait as `Retry-After` says if given
 (seconds or an HTTP date);
 else if `X-RateLimit-Remaining` is 0, wait until `X-RateLimit-Reset`; else, if the message says
-"rate limit" (a secondary limit), wait a minute, doubling on each repeat. A successful response
+"rate limit" (a secondary limit), wait a minute, doubling on each repeat. Any wait longer than
+`max_wait` stops with RateLimitError instead of retrying early. A successful response
 with Remaining 0 makes the next request wait for the reset too. 5xx answers and connection errors
 are retried with exponential backoff. The token is sent only to the API origin and never appears
 in messages (any echo of it is redacted).
@@ -28,6 +29,8 @@ from classify.core.http import redact, retry_after_seconds
 from classify.ingest.cache import ResponseCache
 
 DEFAULT_API_URL = "https://api.github.com"
+MAX_PAGES = 10_000  # pages of one listing: a million issues at 100 a page, more than any repository has
+NO_PROGRESS_PAGES = 3  # pages in a row with no new item (empty or repeated) before pagination is stopped
 API_VERSION = "2022-11-28"
 log = logging.getLogger("classify.fetch")
 
@@ -85,6 +88,7 @@ class Page:
     data: Any
     next_url: str | None
     cached: bool  # True when a 304 let us reuse the stored body
+    url: str = ""  # the URL this page came from, for messages about its content
 
 
 def token_from_env() -> str | None:
@@ -113,6 +117,7 @@ class GitHubClient:
         self.stats = FetchStats()
         self._token = token or None
         self._blocked_until = 0.0  # local time before which no request may be sent (primary limit)
+        self._secondary_hits = 0  # secondary limits in a row without a Retry-After: the wait doubles each time
         headers = {
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
@@ -179,17 +184,35 @@ class GitHubClient:
             raise FetchError(f"{e} (gave up after {self.policy.max_attempts} attempts)", e.status) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def paginate(self, path_or_url: str, params: dict[str, Any] | None = None) -> Iterator[Page]:
-        """Yield pages of a list endpoint, following Link rel="next" until it ends."""
+    def paginate(
+        self, path_or_url: str, params: dict[str, Any] | None = None, *, max_pages: int = MAX_PAGES
+    ) -> Iterator[Page]:
+        """Yield pages of a list endpoint, following Link rel="next" until it ends.
+
+        A server that keeps sending new `next` links is stopped: after `max_pages` pages, or after
+        NO_PROGRESS_PAGES pages in a row that bring no item not seen before (empty pages, or repeats).
+        """
         url: str | None = path_or_url if "://" in path_or_url else self.url(path_or_url, params)
-        seen = set()
+        seen_urls: set[str] = set()
+        seen_items: set[str] = set()
+        idle = 0
         while url:
-            if url in seen:
+            if url in seen_urls:
                 raise FetchError(f"pagination loops back to {url}")
-            seen.add(url)
+            if len(seen_urls) >= max_pages:
+                raise FetchError(f"pagination did not end after {max_pages} pages (last next link: {url})")
+            seen_urls.add(url)
             page = self.get_json(url)
             if not isinstance(page.data, list):
                 raise FetchError(f"GET {url}: expected a JSON list, got {type(page.data).__name__}")
+            keys = {_item_key(x) for x in page.data}
+            idle = 0 if keys - seen_items else idle + 1
+            seen_items |= keys
+            if idle >= NO_PROGRESS_PAGES and page.next_url:
+                raise FetchError(
+                    f"pagination makes no progress: {idle} pages in a row brought no new item, yet the server "
+                    f"keeps sending next links (last: {page.next_url})"
+                )
             yield page
             url = page.next_url
 
@@ -208,30 +231,37 @@ class GitHubClient:
             if cached is None:
                 raise FetchError(f"GET {url}: 304 Not Modified without a conditional request", 304)
             self.stats.not_modified += 1
+            self._secondary_hits = 0
             if "link" in r.headers:
                 nxt = r.links.get("next", {}).get("url")
                 if nxt != cached.next_url and self.cache is not None:
                     self.cache.put(url, cached.etag, cached.data, nxt)
-                return Page(cached.data, nxt, True)
+                return Page(cached.data, nxt, True, url)
             if cached.next_url is None and _full_page(url, cached.data):
                 # The ETag covers the body only: a full last page stays 304 when new items start
                 # a next page. Without a Link header to tell, ask for it in full once.
                 return self._get_once(url, None)
-            return Page(cached.data, cached.next_url, True)
+            return Page(cached.data, cached.next_url, True, url)
         if r.status_code == 200:
             try:
                 data = r.json()
             except ValueError:
                 raise _Retryable(f"GET {url}: truncated or non-JSON body", 200) from None
+            self._secondary_hits = 0
             nxt = r.links.get("next", {}).get("url")
             etag = r.headers.get("etag")
             if self.cache is not None and etag:
                 self.cache.put(url, etag, data, nxt)
-            return Page(data, nxt, False)
+            return Page(data, nxt, False, url)
         if r.status_code in (403, 429):
             wait, kind = self._rate_limit_wait(r)
             if kind is not None:
                 msg = self._describe(url, r)
+                if kind == "secondary" and wait is None:
+                    # GitHub: wait at least a minute, longer on each repeat. A wait past --max-wait
+                    # stops the run like any other rate limit, instead of retrying early.
+                    wait = self.policy.secondary_wait * 2**self._secondary_hits
+                    self._secondary_hits += 1
                 if wait is not None and wait > self.policy.max_wait:
                     raise RateLimitError(
                         f"{msg}; the limit lifts in {wait:.0f}s, more than the allowed wait of "
@@ -297,8 +327,6 @@ class GitHubClient:
         p = self.policy
         if isinstance(exc, _Retryable) and exc.wait is not None:
             return exc.wait
-        if isinstance(exc, _Retryable) and exc.kind == "secondary":
-            return min(p.secondary_wait * 2 ** (n - 1), p.max_wait)
         return min(p.backoff_initial * 2 ** (n - 1), p.backoff_max)
 
     def _before_sleep(self, state: RetryCallState) -> None:
@@ -323,6 +351,13 @@ class GitHubClient:
             410: " (the issue was deleted)",
         }.get(r.status_code, "")
         return self.redact(f"GET {url}: HTTP {r.status_code}{': ' + msg if msg else ''}{hint}")
+
+
+def _item_key(item: Any) -> str:
+    """What tells two listed items apart: GitHub's own id, else the item itself."""
+    if isinstance(item, dict) and item.get("id") is not None:
+        return f"id:{item['id']}"
+    return "json:" + repr(item)
 
 
 def _full_page(url: str, data: Any) -> bool:

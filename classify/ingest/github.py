@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
-from classify.ingest.client import FetchError, FetchStats, GitHubClient
-from classify.ingest.normalize import issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
+from classify.ingest.client import FetchError, FetchStats, GitHubClient, Page
+from classify.ingest.normalize import RefError, issue_id, parse_issue_ref, parse_repo, rest_issue_to_row
 
 log = logging.getLogger("classify.fetch")
 STATES = ("open", "closed", "all")
@@ -40,12 +41,32 @@ def normalize_since(text: str) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _objects(page: Page, what: str) -> list[dict]:
+    """The items of a list page, each a JSON object; FetchError naming the URL and item otherwise."""
+    for i, item in enumerate(page.data, 1):
+        if not isinstance(item, dict):
+            raise FetchError(f"GET {page.url}: {what} {i} of the page is not a JSON object ({type(item).__name__})")
+    return page.data
+
+
+def _check_issue(issue: Any, where: str) -> dict:
+    """An issue object as the fetcher needs it: a JSON object with an integer `number` and its `html_url`."""
+    if not isinstance(issue, dict):
+        raise FetchError(f"{where}: not a JSON object ({type(issue).__name__})")
+    number = issue.get("number")
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise FetchError(f"{where}: no issue number (`number` is {number!r})")
+    if not isinstance(issue.get("html_url"), str):
+        raise FetchError(f"{where}: issue #{number} has no `html_url`")
+    return issue
+
+
 def fetch_comments(
     client: GitHubClient, owner: str, name: str, number: int, per_page: int = MAX_PER_PAGE
 ) -> list[dict]:
     comments: list[dict] = []
     for page in client.paginate(f"/repos/{owner}/{name}/issues/{number}/comments", {"per_page": per_page}):
-        comments.extend(page.data)
+        comments.extend(_objects(page, "comment"))
     return comments
 
 
@@ -67,7 +88,7 @@ def fetch_repo_comments(
     by_number: dict[int, list[dict]] = {}
     params = {"sort": "created", "direction": "asc", "per_page": per_page}
     for page in client.paginate(f"/repos/{owner}/{name}/issues/comments", params):
-        for c in page.data:
+        for c in _objects(page, "comment"):
             m = re.search(r"/issues/(\d+)$", c.get("issue_url") or "")
             if m:
                 by_number.setdefault(int(m.group(1)), []).append(c)
@@ -113,7 +134,8 @@ def fetch_repo_issues(
     all_comments = 0  # comments on every listed item, pull requests included
     complete = True
     for page in client.paginate(f"/repos/{owner}/{name}/issues", params):
-        for item in page.data:
+        for i, item in enumerate(page.data, 1):
+            _check_issue(item, f"GET {page.url}: item {i}")
             all_comments += item.get("comments") or 0
             # The issues endpoint lists pull requests too; they carry a `pull_request` key.
             if "pull_request" in item:
@@ -166,8 +188,12 @@ def fetch_issue_refs(
     per_page: int = MAX_PER_PAGE,
     skip_bot_comments: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    hosts: Iterable[str] = (),
 ) -> FetchResult:
     """Fetch single issues by URL (or `owner/name#N`), each optionally with extra fields to carry.
+
+    URLs must be on the web host of the client's API (github.com for api.github.com, else the
+    --base-url host) or on one of `hosts`; any other host is refused before the first request.
 
     Extra fields (e.g. labels from a gold spreadsheet) are merged into the fetched row; GitHub's
     values win for the record's core text fields. Missing or deleted issues and pull requests are
@@ -175,6 +201,16 @@ def fetch_issue_refs(
     """
     result = FetchResult(stats=client.stats)
     items = [(r, {}) if isinstance(r, str) else r for r in refs]
+    allowed = web_hosts(client.base_url, hosts)
+    foreign = [r for r, _ in items if _host(r) not in (None, *allowed)]
+    if foreign:
+        # Only owner/name/number is taken from a URL: one on another host would silently fetch
+        # a different issue from the API's host.
+        raise RefError(
+            f"{len(foreign)} references are not on {', '.join(sorted(allowed))}: {', '.join(foreign[:5])}"
+            + (" ..." if len(foreign) > 5 else "")
+            + " (GitHub Enterprise: --base-url https://HOST/api/v3; another web host for this API: --host)"
+        )
     by_id: dict[str, int] = {}  # requested and canonical ids -> index in result.rows
     extras: list[dict[str, Any]] = []
     overridden: set[str] = set()
@@ -209,7 +245,7 @@ def fetch_issue_refs(
                 result.failures.append((ref, str(e)))
                 continue
             raise
-        issue = page.data
+        issue = _check_issue(page.data, f"GET {page.url}")
         if "pull_request" in issue:
             result.skipped_prs.append(ref)
             continue
@@ -233,6 +269,20 @@ def fetch_issue_refs(
     if overridden:
         log.warning("input columns %s replace the fields of the same name fetched from GitHub", sorted(overridden))
     return result
+
+
+def web_hosts(base_url: str, extra: Iterable[str] = ()) -> set[str]:
+    """The hosts whose issue URLs this API serves: github.com (and www., api.) for api.github.com,
+    else the API's own host (GitHub Enterprise serves web and API on one host), plus `extra`."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    own = {"github.com", "www.github.com", "api.github.com"} if host == "api.github.com" else {host}
+    return own | {h.strip().lower() for h in extra if h.strip()}
+
+
+def _host(ref: str) -> str | None:
+    """The host of a URL reference; None for `owner/name#N`, which names no host."""
+    ref = ref.strip()
+    return (urlsplit(ref).hostname or "").lower() if "://" in ref else None
 
 
 # Fields whose value comes from GitHub even when the input spreadsheet has a column of that name.

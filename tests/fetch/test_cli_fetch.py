@@ -62,7 +62,10 @@ def test_urls_command_with_gold_sheet(gh, tmp_path):
         "https://github.com/triton-lang/triton/pull/8,crash\n"
     )
     out = tmp_path / "gold.jsonl"
-    r = _run(["urls", "-o", out, "--from", sheet, "triton-lang/triton#6", "--base-url", gh.base_url])
+    # The local API stands in for api.github.com: its issue URLs are on github.com, so say so.
+    r = _run(
+        ["urls", "-o", out, "--from", sheet, "triton-lang/triton#6", "--base-url", gh.base_url, "--host", "github.com"]
+    )
     assert r.exit_code == 1  # one reference failed; the rest is written
     assert "failed: https://github.com/triton-lang/triton/issues/404404" in r.stderr
     assert "skipped pull request: https://github.com/triton-lang/triton/pull/8" in r.stderr
@@ -152,7 +155,9 @@ def test_gold_sheet_of_urls_and_labels_becomes_a_gold_set(gh, tmp_path):
     ]
     sheet.write_text("\n".join(lines) + "\n")
     out = tmp_path / "gold.jsonl"
-    r = _run(["urls", "--from", sheet, "--url-column", "URL", "-o", out, "--base-url", gh.base_url])
+    r = _run(
+        ["urls", "--from", sheet, "--url-column", "URL", "-o", out, "--base-url", gh.base_url, "--host", "github.com"]
+    )
     assert r.exit_code == 0, r.output
     gold = load_gold(out, load_taxonomy())
     assert gold.ids == ["triton-1", "triton-2", "triton-3"]

@@ -324,7 +324,7 @@ def test_fetch_by_urls_carries_spreadsheet_columns(gh, make_client):
         ("not a url", {}),
     ]
     client = make_client(gh)
-    res = fetch_issue_refs(client, refs)
+    res = fetch_issue_refs(client, refs, hosts=["github.com"])  # the local API stands in for api.github.com
     rows = {r["id"]: r for r in res.rows}
     assert list(rows) == ["triton-5", "bitsandbytes-1002", "triton-6"]
     assert rows["triton-5"]["symptom"] == "crash" and "root_cause" in rows["triton-5"]
@@ -355,7 +355,11 @@ def test_fetch_by_urls_aborts_on_auth_errors(make_client):
     with LocalGitHub(token=TOKEN) as server:
         server.add_repo("o/r").add_issue(1)
         with pytest.raises(FetchError, match="401"):
-            fetch_issue_refs(make_client(server, token="ghp_wrong"), ["https://github.com/o/r/issues/1", "o/r#2"])
+            fetch_issue_refs(
+                make_client(server, token="ghp_wrong"),
+                ["https://github.com/o/r/issues/1", "o/r#2"],
+                hosts=["github.com"],
+            )
         assert len(server.log) == 1
 
 
