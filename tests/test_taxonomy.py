@@ -107,3 +107,29 @@ def test_fingerprint_changes_with_content(raw):
     b["dimensions"]["symptom"]["categories"][0]["definition"] += " More."
     assert a.fingerprint() != parse_taxonomy(b).fingerprint()
     assert a.fingerprint() == parse_taxonomy(copy.deepcopy(raw)).fingerprint()
+
+
+@pytest.mark.parametrize(
+    "mutate, place, problem",
+    [
+        (
+            lambda d: d["dimensions"]["symptom"]["categories"][0].update(inclde=["a cue"]),
+            "dimensions.symptom.categories[0] (deployment_failure)",
+            "unknown key 'inclde' (did you mean 'include'?",
+        ),
+        (
+            lambda d: d["dimensions"]["root_cause"].update(qestion="why?"),
+            "dimensions.root_cause",
+            "unknown key 'qestion' (did you mean 'question'?",
+        ),
+        (lambda d: d.update(chnagelog=[]), "top level", "unknown key 'chnagelog' (did you mean 'changelog'?"),
+        (lambda d: d.update(owner="me"), "top level", "unknown key 'owner' (known keys: name, version"),
+    ],
+)
+def test_unknown_keys_are_errors_with_a_suggestion(tmp_path, raw, mutate, place, problem):
+    # issue #11 item 15: a misspelled `inclde:` validated fine and its cues never reached a prompt
+    data = copy.deepcopy(raw)
+    mutate(data)
+    with pytest.raises(TaxonomyError) as e:
+        load_taxonomy(_write(tmp_path, data))
+    assert f"{place}: {problem}" in str(e.value)

@@ -15,6 +15,7 @@ Schema (see codebook/taxonomy-v1.yaml):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -103,6 +104,22 @@ def _fail(path: Path | str, where: str, problem: str) -> TaxonomyError:
     return TaxonomyError(f"{path}: {where}: {problem}")
 
 
+# Every key the loader reads; anything else is a typo (`inclde:`) whose content would silently
+# never reach a prompt or a check.
+TOP_KEYS = ("name", "version", "dimensions", "changelog")
+DIMENSION_KEYS = ("question", "groups", "categories")
+CATEGORY_KEYS = ("id", "name", "definition", "include", "exclude", "group")
+
+
+def _unknown_keys(path, where: str, mapping: dict, known: tuple[str, ...]) -> None:
+    for key in mapping:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise _fail(path, where, f"unknown key {key!r} ({hint}known keys: {', '.join(known)})")
+
+
 def _str_list(path, where, value) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -115,6 +132,7 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
     """Validate a parsed YAML document and build a Taxonomy."""
     if not isinstance(data, dict):
         raise _fail(path, "top level", "expected a mapping with name, version, dimensions")
+    _unknown_keys(path, "top level", data, TOP_KEYS)
     for key in ("name", "version", "dimensions"):
         if key not in data or data[key] in (None, ""):
             raise _fail(path, "top level", f"missing required key {key!r}")
@@ -129,6 +147,7 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
             raise _fail(path, where, "dimension id must be lowercase letters, digits, _ or -")
         if not isinstance(spec, dict):
             raise _fail(path, where, "must be a mapping with 'categories'")
+        _unknown_keys(path, where, spec, DIMENSION_KEYS)
         groups = spec.get("groups") or {}
         if not isinstance(groups, dict):
             raise _fail(path, f"{where}.groups", "must be a mapping of group id -> description")
@@ -147,6 +166,7 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
             if not isinstance(cid, str) or not _ID_RE.match(cid):
                 raise _fail(path, cwhere, f"bad category id {cid!r} (lowercase letters, digits, _ or -)")
             cwhere = f"{where}.categories[{i}] ({cid})"
+            _unknown_keys(path, cwhere, c, CATEGORY_KEYS)
             if cid in seen:
                 raise _fail(path, cwhere, f"duplicate category id {cid!r} (first at categories[{seen[cid]}])")
             seen[cid] = i
