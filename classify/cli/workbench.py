@@ -20,8 +20,12 @@ def serve_cmd(
     input: Annotated[
         Optional[Path], typer.Option("--input", "-i", help="Records to code: creates the project (new folders only).")
     ] = None,
-    coders: Annotated[Optional[str], typer.Option("--coders", help="Coder names, comma-separated (new project).")] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to bind; other than loopback needs coder tokens.")] = "127.0.0.1",
+    coders: Annotated[
+        Optional[str], typer.Option("--coders", help="Coder names, comma-separated (new project).")
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; other than loopback needs coder tokens.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port.")] = 8765,
     taxonomy: TaxonomyPath = None,
     overlap: Annotated[
@@ -30,7 +34,9 @@ def serve_cmd(
     ] = None,
     show_suggestions: Annotated[
         bool,
-        typer.Option("--show-suggestions", help="Show model suggestions before a coder codes (new project; default: blind)."),
+        typer.Option(
+            "--show-suggestions", help="Show model suggestions before a coder codes (new project; default: blind)."
+        ),
     ] = False,
     queue: Annotated[
         Optional[Path], typer.Option("--queue", help="A review queue (`classify review build`) to open as a task.")
@@ -58,7 +64,9 @@ def tokens_cmd(project: ProjectDir) -> None:
 @workbench_app.command("export")
 def export_cmd(
     project: ProjectDir,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Gold file: .jsonl, .csv, .parquet or a .hf dataset folder.")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Gold file: .jsonl, .csv, .parquet or a .hf dataset folder.")
+    ],
 ) -> None:
     """Write the settled items as gold (coder_a, coder_b, adjudication_note), as `classify gold validate` reads it."""
     from classify.workbench.server import export_project
@@ -66,7 +74,9 @@ def export_cmd(
     r = export_project(project, out)
     console.print(f"wrote {r.path}: {r.n} items, {r.adjudicated} adjudicated", highlight=False)
     for why, ids in r.open_items.items():
-        console.print(f"left out {len(ids)} ({why}): {', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}", highlight=False)
+        console.print(
+            f"left out {len(ids)} ({why}): {', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}", highlight=False
+        )
     if r.queue:
         console.print(
             f"adjudications as review decisions: {r.queue} ({r.n_decisions} decisions, {r.n_proposals} codebook "

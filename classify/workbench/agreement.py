@@ -54,7 +54,7 @@ def pair_agreement(
         ]
         if name != d:
             dim = tax.dimensions[d]
-            pairs = [(dim.group_of(x), dim.group_of(y)) for x, y in pairs]
+            pairs = [(dim.group_of(str(x)), dim.group_of(str(y))) for x, y in pairs]
         r = got.get(name)
         if not r or len({v for p in pairs for v in p}) < 2:
             out[name] = {**NA, "n": len(pairs)}

@@ -209,9 +209,7 @@ async def code_page(request: Request) -> Response:
         state_json={
             "item": st.id,
             "coder": coder,
-            "dims": [
-                {"id": d, "categories": wb.project.taxonomy.dimensions[d].ids} for d in wb.project.dims
-            ],
+            "dims": [{"id": d, "categories": wb.project.taxonomy.dimensions[d].ids} for d in wb.project.dims],
             "code": mine_code.labels if mine_code else None,
             "note": mine_code.note if mine_code else "",
             "unsure": mine_code.unsure if mine_code else False,
@@ -356,9 +354,7 @@ def _item_json(wb: Workbench, st: ItemState, coder: str | None) -> dict:
     if coder:
         mine = st.codes.get(coder)
         out["coded"] = mine is not None
-        out["code"] = (
-            {"labels": mine.labels, "note": mine.note, "unsure": mine.unsure, "at": mine.at} if mine else None
-        )
+        out["code"] = {"labels": mine.labels, "note": mine.note, "unsure": mine.unsure, "at": mine.at} if mine else None
         if mine is not None or wb.project.show_suggestions:
             out["suggestion"] = st.suggestion
         if wb.project.can_see_codes(st, coder):
@@ -450,9 +446,11 @@ async def api_agreement(request: Request) -> Response:
 
 async def api_agreement_details(request: Request) -> Response:
     wb = _wb(request)
-    viewer = _api_coder(request, request.query_params.get("coder")) if (
-        wb.require_tokens or request.query_params.get("coder")
-    ) else None
+    viewer = (
+        _api_coder(request, request.query_params.get("coder"))
+        if (wb.require_tokens or request.query_params.get("coder"))
+        else None
+    )
     return JSONResponse(wb.cached(("summary", viewer), lambda: agree.summary(wb.project, viewer, n_boot=wb.n_boot)))
 
 
@@ -516,14 +514,12 @@ class SecurityMiddleware:
                 headers += [
                     (b"content-security-policy", CSP.encode()),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    (b"referrer-policy", b"same-origin"),  # no-referrer would make the Origin of our own posts "null"
                     (b"x-frame-options", b"DENY"),
                     (b"cache-control", b"no-store"),
                 ]
                 if new_csrf:
-                    headers.append(
-                        (b"set-cookie", f"wb_csrf={new_csrf}; Path=/; HttpOnly; SameSite=Strict".encode())
-                    )
+                    headers.append((b"set-cookie", f"wb_csrf={new_csrf}; Path=/; HttpOnly; SameSite=Strict".encode()))
                 message["headers"] = headers
             await send(message)
 
@@ -547,7 +543,11 @@ def make_app(
             f"serving on {host} needs a token for every coder (missing: {', '.join(project.coders_without_token())}); "
             f"make them with `classify workbench tokens --project {project.folder}`"
         )
-    allowed_hosts = ["*"] if host in ("0.0.0.0", "::") else sorted({host, "127.0.0.1", "localhost", "[::1]"} if host in LOOPBACK else {host})
+    allowed_hosts = (
+        ["*"]
+        if host in ("0.0.0.0", "::")
+        else sorted({host, "127.0.0.1", "localhost", "[::1]"} if host in LOOPBACK else {host})
+    )
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["json"] = json
     routes = [

@@ -214,8 +214,9 @@ class Project:
         folder = Path(folder)
         if not cls.exists(folder):
             raise ProjectError(f"{folder}: no workbench project here (create one with --input FILE)")
-        store = SQLiteStore(cls.path_of(folder), "workbench project", MIGRATIONS, kind="data", tables=TABLES,
-                            check_same_thread=False)
+        store = SQLiteStore(
+            cls.path_of(folder), "workbench project", MIGRATIONS, kind="data", tables=TABLES, check_same_thread=False
+        )
         return cls(folder, store)
 
     @classmethod
@@ -240,14 +241,17 @@ class Project:
             raise UsageError("double coding needs at least two coders (--coders a,b), or --overlap 0")
         tax = load_taxonomy(taxonomy)
         if screening.is_screening_taxonomy(tax):
-            raise UsageError("the workbench codes label taxonomies (symptom, root cause); screening is not supported yet")
+            raise UsageError(
+                "the workbench codes label taxonomies (symptom, root cause); screening is not supported yet"
+            )
         records = read_records(input_path)  # ids, empty texts, duplicates: refused as everywhere else
         if not records:
             raise ProjectError(f"{input_path}: no records to code")
         text = tax.path.read_text(encoding="utf-8") if tax.path else yaml.safe_dump(tax.raw)
         folder.mkdir(parents=True, exist_ok=True)
-        store = SQLiteStore(cls.path_of(folder), "workbench project", MIGRATIONS, kind="data", tables=TABLES,
-                            check_same_thread=False)
+        store = SQLiteStore(
+            cls.path_of(folder), "workbench project", MIGRATIONS, kind="data", tables=TABLES, check_same_thread=False
+        )
         db = store.db
         try:
             with db:
@@ -271,9 +275,7 @@ class Project:
                         (r.id, pos, json.dumps(rec, ensure_ascii=False), json.dumps(sug) if sug else None),
                     )
                 plan = _assign([r.id for r in records], list(coders), overlap, seed)
-                db.executemany(
-                    "INSERT INTO assignments VALUES (?, ?)", [(i, c) for i, cs in plan.items() for c in cs]
-                )
+                db.executemany("INSERT INTO assignments VALUES (?, ?)", [(i, c) for i, cs in plan.items() for c in cs])
         except BaseException:
             store.close()
             cls.path_of(folder).unlink(missing_ok=True)
@@ -393,7 +395,15 @@ class Project:
             {"seq": s, "kind": "code", "by": c, "labels": json.loads(lb), "note": n, "unsure": bool(u), "at": at}
             for s, c, lb, n, u, at in codes
         ] + [
-            {"seq": s, "kind": "decision", "by": c, "labels": json.loads(lb), "note": n, "proposals": json.loads(p), "at": at}
+            {
+                "seq": s,
+                "kind": "decision",
+                "by": c,
+                "labels": json.loads(lb),
+                "note": n,
+                "proposals": json.loads(p),
+                "at": at,
+            }
             for s, c, lb, n, p, at in decs
         ]
         return sorted(rows, key=lambda r: (r["at"], r["kind"] == "decision", r["seq"]))

@@ -32,7 +32,9 @@ def open_project(o: ServeOptions) -> tuple[Project, bool]:
         raise UsageError(f"--port must be 1..65535, not {o.port}")
     names = parse_coders(o.coders) if o.coders is not None else None
     if Project.exists(o.project):
-        given = [f for f, v in (("--input", o.input), ("--taxonomy", o.taxonomy), ("--overlap", o.overlap)) if v is not None]
+        given = [
+            f for f, v in (("--input", o.input), ("--taxonomy", o.taxonomy), ("--overlap", o.overlap)) if v is not None
+        ]
         if o.show_suggestions:
             given.append("--show-suggestions")
         if given:

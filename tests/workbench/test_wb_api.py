@@ -17,7 +17,7 @@ from classify.core.taxonomy import load_taxonomy
 from classify.evaluation.metrics import kappa_ci
 from classify.workbench.adjudicate import export
 from classify.workbench.agreement import pair_agreement
-from classify.workbench.project import Project, ProjectError
+from classify.workbench.project import Project
 
 runner = CliRunner()
 
@@ -39,7 +39,9 @@ CODE = {"symptom": "crash", "root_cause": None}
 def test_refusals_store_nothing(project):
     i = _ids(project)[0]
     with serving(project) as url:
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "explosion", "root_cause": None}})
+        st, got = call(
+            "POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "explosion", "root_cause": None}}
+        )
         assert st == 422 and "explosion" in got["error"] and "crash" in got["allowed"]["symptom"]
         assert "software_incompatibility" in got["allowed"]["root_cause"]
         st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "crash"}})
@@ -55,10 +57,15 @@ def test_refusals_store_nothing(project):
         # not JSON: a cross-site form could send this without a preflight
         st, got = call("POST", f"{url}/api/items/{i}/codes", raw=b"coder=a", headers={"Content-Type": "text/plain"})
         assert st == 415
-        st, got = call("POST", f"{url}/api/items/{i}/codes", raw=b"{not json", headers={"Content-Type": "application/json"})
+        st, got = call(
+            "POST", f"{url}/api/items/{i}/codes", raw=b"{not json", headers={"Content-Type": "application/json"}
+        )
         assert st == 400
         st, got = call(
-            "POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": CODE}, headers={"Origin": "http://evil.example"}
+            "POST",
+            f"{url}/api/items/{i}/codes",
+            {"coder": "a", "labels": CODE},
+            headers={"Origin": "http://evil.example"},
         )
         assert st == 403 and "cross-origin" in got["error"]
         st, got = call("GET", f"{url}/api/items", headers={"Host": "attacker.example"})
@@ -95,7 +102,9 @@ def test_blind_until_coded_and_history_kept(tmp_path):
         st, got = call("GET", f"{url}/api/items/{i}?coder=a")
         assert got["suggestion"]["symptom"]["label"] == "hang" and got["codes"] == {"a": CODE}
         # a changes their mind: a new row, the old one stays in the history
-        assert call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {**CODE, "symptom": "hang"}})[0] == 201
+        assert (
+            call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {**CODE, "symptom": "hang"}})[0] == 201
+        )
         st, got = call("GET", f"{url}/api/items/{i}/history?coder=a")
         assert [h["labels"]["symptom"] for h in got["history"]] == ["crash", "hang"]
         assert all(h["by"] == "a" and h["at"] for h in got["history"])
@@ -111,7 +120,11 @@ def test_agreement_matches_an_independent_kappa_and_is_null_when_undefined(proje
         assert st == 200 and got["symptom"] == {"kappa": None, "lo": None, "hi": None, "n": 0}
         for i, x, y in zip(ids, a, b):
             call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": x, "root_cause": None}})
-            call("POST", f"{url}/api/items/{i}/codes", {"coder": "b", "labels": {"symptom": y, "root_cause": "software_incompatibility"}})
+            call(
+                "POST",
+                f"{url}/api/items/{i}/codes",
+                {"coder": "b", "labels": {"symptom": y, "root_cause": "software_incompatibility"}},
+            )
         st, got = call("GET", f"{url}/api/agreement")
     # by hand: po = 4/5; pe = sum over labels of p_a * p_b
     pa = {"crash": 3 / 5, "hang": 1 / 5, "build_failure": 1 / 5}
@@ -138,7 +151,9 @@ def test_adjudication_export_validate_and_review_apply(project, tmp_path, monkey
     ids = _ids(project)
     for n, i in enumerate(ids):
         project.add_code(i, "a", {"symptom": "crash", "root_cause": None})
-        project.add_code(i, "b", {"symptom": "crash" if n else "hang", "root_cause": None}, note="b's note", unsure=n == 0)
+        project.add_code(
+            i, "b", {"symptom": "crash" if n else "hang", "root_cause": None}, note="b's note", unsure=n == 0
+        )
     out = tmp_path / "gold.jsonl"
     early = export(project, tmp_path / "early.jsonl")  # the open disagreement is left out, and named
     assert early.n == 4 and early.open_items == {"disagreement not adjudicated": [ids[0]]} and early.queue is None
@@ -151,7 +166,9 @@ def test_adjudication_export_validate_and_review_apply(project, tmp_path, monkey
         assert st == 422 and "nonexistent" in got["error"]
         prop["category"] = "hang"
         prop["text"] = "a kernel that never returns"
-        st, got = call("POST", f"{url}/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]})
+        st, got = call(
+            "POST", f"{url}/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]}
+        )
         assert st == 201, got
     r = runner.invoke(cli, ["workbench", "export", "--project", str(project.folder), "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -206,7 +223,9 @@ def test_cli_refusals(tmp_path):
     assert r.exit_code == 2 and "no project here" in r.output
     r = runner.invoke(cli, ["workbench", "serve", "--project", str(proj), "--input", str(inp), "--coders", "a,a"])
     assert r.exit_code == 2 and "twice" in r.output
-    r = runner.invoke(cli, ["workbench", "serve", "--project", str(proj), "--input", str(inp), "--coders", "a", "--overlap", "1"])
+    r = runner.invoke(
+        cli, ["workbench", "serve", "--project", str(proj), "--input", str(inp), "--coders", "a", "--overlap", "1"]
+    )
     assert r.exit_code == 2 and "two coders" in r.output
     assert not (proj / "workbench.sqlite").exists()
     Project.create(proj, inp, ["a", "b"]).close()
@@ -219,7 +238,9 @@ def test_cli_refusals(tmp_path):
     assert r.exit_code == 2 and "needs a token for every coder" in r.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "title": "", "body": ""}\n')
-    r = runner.invoke(cli, ["workbench", "serve", "--project", str(tmp_path / "q"), "--input", str(bad), "--coders", "a,b"])
+    r = runner.invoke(
+        cli, ["workbench", "serve", "--project", str(tmp_path / "q"), "--input", str(bad), "--coders", "a,b"]
+    )
     assert r.exit_code == 2 and "empty title and body" in r.output
     r = runner.invoke(cli, ["workbench", "export", "--project", str(proj), "--out", str(tmp_path / "g.jsonl")])
     assert r.exit_code == 2 and "nothing to export" in r.output
@@ -251,11 +272,17 @@ def test_tokens_required_beyond_loopback(tmp_path):
 def test_form_posts_need_the_csrf_token(project):
     with serving(project) as url:
         st, _ = call(
-            "POST", f"{url}/login", raw=b"coder=a&csrf=guess", headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"}
+            "POST",
+            f"{url}/login",
+            raw=b"coder=a&csrf=guess",
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"},
         )
         assert st == 403
         st, _ = call(
-            "POST", f"{url}/login", raw=b"coder=a&csrf=real", headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"}
+            "POST",
+            f"{url}/login",
+            raw=b"coder=a&csrf=real",
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"},
         )
         assert st in (200, 303)
 
