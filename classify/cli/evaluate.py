@@ -52,6 +52,19 @@ def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> N
             f"{c['kappa']:.3f} (n={c['n']})" if c else "-",
         )
     console.print(t)
+    for name, rep in (metrics.get("selective_labeling") or {}).items():
+        parts = []
+        for target, c in rep["coverage"].items():
+            if c["threshold"] is None:
+                parts.append(f"{target}: none (n/a)")
+            else:
+                parts.append(f"{target}: {c['coverage']:.0%} [{c['coverage_lo']:.0%}, {c['coverage_hi']:.0%}]")
+        ece = rep["calibration"]["after"]["ece"]
+        console.print(
+            f"{name}: auto share at target kappa {'; '.join(parts)}"
+            + (f"; calibration error (ECE) {ece:.3f}" if ece is not None else ""),
+            highlight=False,
+        )
     if out_dir:
         console.print(f"report: {out_dir}/report.md")
 

@@ -63,6 +63,20 @@ def run_cmd(
             "--screen-opt", help="Screening model option key=value (repeatable); --opt is the labeling model's only."
         ),
     ] = [],  # noqa: B006
+    target_kappa: Annotated[
+        Optional[float],
+        typer.Option(
+            "--target-kappa",
+            min=0.0,
+            max=1.0,
+            help="Give a label alone only where it keeps this kappa with the coders (95% guarantee); the rest "
+            "is marked review. Thresholds come from cross-validation on gold (cached). See docs/trust.md.",
+        ),
+    ] = None,
+    target: Annotated[
+        list[str],
+        typer.Option("--target", help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa)."),
+    ] = [],  # noqa: B006
     seed: Seed = 0,
     encoder: EncoderName = None,
     no_discussion: NoDiscussion = False,
@@ -80,6 +94,7 @@ def run_cmd(
     options = model_options(
         encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm, model=model
     )
+    targets = {k: _kappa_value(k, v) for k, v in parse_opts(target, "--target").items()}
     if (screen_opt or screen_model) and not screen:
         fail(f"{'--screen-opt' if screen_opt else '--screen-model'}: only with --screen")
     screen_options = ModelOptions(
@@ -109,6 +124,8 @@ def run_cmd(
             screen=screen,
             screen_model=screen_model or "embed-logreg",
             screen_options=screen_options,
+            target_kappa=target_kappa,
+            targets=targets,
             progress=Progress(
                 log=lambda m: err.print(m, markup=False, highlight=False),
                 encoded=enc_bar.update,
@@ -136,6 +153,22 @@ def run_cmd(
         markup=False,
         highlight=False,
     )
+    routing = summary.provenance.get("routing", {})
+    for d, counts in summary.routing.items():
+        n = sum(counts.values())
+        r = routing.get(d) or {}
+        line = f"{d}: auto {counts['auto']}/{n} ({counts['auto'] / n:.0%})"
+        if counts["none_shown"]:
+            line += f", none shown {counts['none_shown']} ({counts['none_shown'] / n:.0%})"
+        line += f", review {counts['review']} ({counts['review'] / n:.0%})"
+        if r.get("threshold") is not None:
+            line += (
+                f"; expected kappa of auto labels {r['expected_kappa']:.3f} (95% lower bound "
+                f"{r['kappa_lower_bound']:.3f}, target {r['target_kappa']})"
+            )
+        elif r:
+            line += f"; no threshold reaches kappa {r['target_kappa']} on gold"
+        err.print(line, markup=False, highlight=False)
     st = summary.model_stats
     if st is not None:
         err.print(
@@ -145,6 +178,13 @@ def run_cmd(
             markup=False,
             highlight=False,
         )
+
+
+def _kappa_value(dim: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        fail(f"--target {dim}={value}: the target must be a number between 0 and 1")
+    assert isinstance(value, (int, float))
+    return float(value)
 
 
 def report_cmd(

@@ -1,4 +1,4 @@
-""""Does the thread show it?" as a decision of its own.
+""" "Does the thread show it?" as a decision of its own.
 
 Gold leaves a label null where the thread never shows one (two thirds of the shipped root causes):
 null is not a category, but it is information. `with_shown_dimensions` adds, for every dimension

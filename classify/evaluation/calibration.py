@@ -72,7 +72,9 @@ class CalibrationFigures:
         return {"ece": self.ece, "brier": self.brier, "bins": self.bins}
 
 
-def calibration_figures(conf: np.ndarray, correct: np.ndarray, P: np.ndarray | None = None, y=None) -> CalibrationFigures:
+def calibration_figures(
+    conf: np.ndarray, correct: np.ndarray, P: np.ndarray | None = None, y=None
+) -> CalibrationFigures:
     """ECE and reliability bins of top-label confidence `conf` against `correct` (bool per row);
     the Brier score from full probabilities `P` and labels `y` when given, else on the top label."""
     ok = ~np.isnan(conf)
@@ -88,7 +90,9 @@ def calibration_figures(conf: np.ndarray, correct: np.ndarray, P: np.ndarray | N
             continue
         c, a = float(conf[m].mean()), float(correct[m].mean())
         ece += m.sum() / len(conf) * abs(c - a)
-        bins.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int(m.sum()), "confidence": c, "accuracy": a})
+        bins.append(
+            {"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int(m.sum()), "confidence": c, "accuracy": a}
+        )
     if P is not None and y is not None:
         onehot = np.zeros_like(P[ok])
         onehot[np.arange(int(ok.sum())), np.asarray(y)[ok]] = 1.0

@@ -25,6 +25,7 @@ class Entry:
     selective: dict[str, dict[int, float]] = field(default_factory=dict)  # dim -> {50: k, 70: k}
     seconds_per_1000: float | None = None
     gold_hash: str | None = None
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # dim -> coverage at kappa 0.87
 
 
 def run_label(meta: dict[str, Any]) -> str:
@@ -68,6 +69,10 @@ def read_run(folder: Path) -> Entry:
     for name, rep in (doc.get("dimensions") or {}).items():
         e.kappa[name] = rep["kappa"]
         e.selective[name] = {int(r["coverage"]): float(r["kappa"]) for r in rep.get("selective", [])}
+    for name, rep in (doc.get("selective_labeling") or {}).items():
+        c = rep.get("coverage", {}).get("0.87")
+        if c is not None:
+            e.coverage[name] = c
     return e
 
 
@@ -78,7 +83,9 @@ def collect(paths: list[Path], latest_only: bool = True) -> list[Entry]:
         if (p / "metrics.json").exists():
             folders.append(p)
         elif p.is_dir():
-            folders.extend(sorted(q.parent for q in p.glob("*/metrics.json")))
+            # A run is complete once its report.md exists (written last, and the folder itself appears
+            # only by a rename when everything is written); half-written or hidden folders are skipped.
+            folders.extend(sorted(q.parent for q in p.glob("*/metrics.json") if (q.parent / "report.md").exists()))
         else:
             raise FileNotFoundError(f"{p}: no metrics.json here or in its subfolders")
     entries = []
@@ -113,6 +120,8 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
     header = ["model"]
     for d in dims:
         header += [f"{d} kappa [95% CI]", f"{d} @50% / @70%"]
+    cov_dims = [d for d in dims if any(d in e.coverage for e in entries)]
+    header += [f"{d} auto share at kappa 0.87" for d in cov_dims]
     header += ["s / 1000 rec"]
     # Runs on different gold sets are not comparable row by row: say which gold each row used.
     mixed = len({e.gold_hash for e in entries}) > 1
@@ -126,6 +135,14 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
             s = e.selective.get(d, {})
             cells.append(f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]" if k else "-")
             cells.append(f"{s[50]:.3f} / {s[70]:.3f}" if 50 in s and 70 in s else "-")
+        for d in cov_dims:
+            c = e.coverage.get(d)
+            if c is None:
+                cells.append("-")
+            elif c.get("threshold") is None:
+                cells.append("0% (n/a)")
+            else:
+                cells.append(f"{c['coverage']:.0%} [{c['coverage_lo']:.0%}, {c['coverage_hi']:.0%}]")
         cells.append(f"{e.seconds_per_1000:.1f}" if e.seconds_per_1000 is not None else "-")
         if mixed:
             cells.append(e.gold_hash or "-")
@@ -135,7 +152,9 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
 
 NOTE = (
     "Cohen's kappa against gold with a bootstrap 95% CI; `@50% / @70%`: kappa on the 50% / 70% most "
-    "confident predictions (selective labeling). `s / 1000 rec`: the evaluation's wall time per 1,000 "
+    "confident predictions (selective labeling). `auto share at kappa 0.87`: the share of reports the model "
+    "may label alone with a 95% guarantee that those labels agree with coders at kappa >= 0.87 (docs/trust.md; "
+    'root cause over all reports, "no cause shown" included). `s / 1000 rec`: the evaluation\'s wall time per 1,000 '
     "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). "
     "Regenerate with `classify leaderboard --out evals/leaderboard.md`."
 )

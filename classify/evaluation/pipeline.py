@@ -27,6 +27,7 @@ from classify.evaluation.crossval import (
     limit_sample,
     train_test_leaks,
 )
+from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
 from classify.evaluation.report import write_eval
 
 
@@ -53,12 +54,17 @@ def run_eval(
     limit: int | None = None,
     n_boot: int = 1000,
     options: ModelOptions | None = None,
+    cause_shown: bool | None = None,
     compare: str | Path | None = None,
     out_dir: str | Path | None = paths.EVALS_DIR,
     log: Callable[[str], None] | None = None,
 ) -> EvalRun:
     """Agreement of `model` with the gold set: k-fold cross-validation, or training on all of gold
     and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/` unless out_dir is None.
+
+    `cause_shown` (default: on for trained specs) adds a `<dim>_shown` decision for every dimension
+    that gold leaves null (classify.core.causeshown); `metrics["selective_labeling"]` holds calibration
+    and coverage at target kappa per dimension (classify.evaluation.profile).
 
     `compare` names an earlier run folder: its folds are reused (a kappa change then comes from the
     labels, not the split) and metrics["comparison"] holds then, now and the change.
@@ -71,8 +77,12 @@ def run_eval(
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
     validate_options(model, tax, options)  # a bad spec or option fails here, before any training
+    base_dims = tax.dimension_ids
+    # "Cause shown" is learned as a decision of its own (classify.core.causeshown), so the report's
+    # coverage figures are those `classify run --target-kappa` will act on.
+    g = derived_gold(g, model, cause_shown)
     if test is not None:
-        res = evaluate_on_test(model, g, load_gold_for(test, tax), options)
+        res = evaluate_on_test(model, g, derived_gold(load_gold_for(test, tax), model, cause_shown), options)
     else:
         given_folds = None
         folds_note = None
@@ -96,6 +106,10 @@ def run_eval(
                 f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}"
             )
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
+    if test is None and limit is None and compare is None:
+        # The same out-of-fold predictions `classify run --target-kappa` would compute: keep them.
+        store_profile(profile_key(model, g, options, folds, seed), res)
+    metrics["selective_labeling"] = profile_from_result(res, base_dims).selective_report()
     # Near-identical texts on both sides of the train/test boundary flatter kappa as a leak would.
     metrics["near_duplicates"] = res.near_duplicates
     if res.near_duplicates:

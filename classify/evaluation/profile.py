@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from classify.classifiers.base import ModelOptions, Prediction
+from classify.classifiers.base import ModelOptions, Prediction, uses_llm
 from classify.core import paths
 from classify.core.causeshown import NONE_SHOWN, SHOWN, nullable_dimensions, shown_dim, with_shown_dimensions
 from classify.core.gold import GoldSet
@@ -31,7 +31,6 @@ from classify.evaluation.calibration import (
     CalibrationFigures,
     apply_temperature,
     calibration_figures,
-    cross_fitted_temperature,
     fit_temperature,
 )
 from classify.evaluation.crossval import EvalResult, cross_validate
@@ -181,7 +180,9 @@ class GoldProfile:
                 continue
             self.temperatures[d] = fit_temperature(P, np.array([classes.index(v) for v in y]))
 
-    def calibrate(self, dim: str, preds: Sequence[Prediction | None], T: float | None = None) -> list[Prediction | None]:
+    def calibrate(
+        self, dim: str, preds: Sequence[Prediction | None], T: float | None = None
+    ) -> list[Prediction | None]:
         """`preds` of `dim` with the temperature fitted on all out-of-fold predictions (or `T`)."""
         T = self.temperatures.get(dim) if T is None else T
         if T is None:
@@ -225,6 +226,8 @@ class GoldProfile:
             P = _matrix([preds[i] for i in range(len(g)) if preds[i] is not None], classes)
             if P is None or self.temperatures.get(d) is None:
                 return list(preds), False
+            if len({res.folds[i] for i in range(len(g)) if preds[i] is not None}) < 2:
+                return list(preds), False  # a held-out test set: no other fold to fit a temperature on
             if not cross_fit:
                 return self.calibrate(d, preds), True
             rows = [i for i in range(len(g)) if preds[i] is not None]
@@ -308,9 +311,15 @@ def _figures(y_true: list[str], preds: list[Prediction]) -> CalibrationFigures:
     return calibration_figures(conf, correct)
 
 
-def derived_gold(gold: GoldSet) -> GoldSet:
-    """Gold as profiles see it: with a `<dim>_shown` decision for every nullable dimension."""
-    return with_shown_dimensions(gold, nullable_dimensions(gold))
+def derived_gold(gold: GoldSet, spec: str, cause_shown: bool | None = None) -> GoldSet:
+    """Gold as profiles see it: with a `<dim>_shown` decision for every nullable dimension.
+
+    `cause_shown=None` decides by spec: on for trained specs, off for LLM specs (a prompt would have to
+    ask a question the codebook does not hold; their root cause is then routed on its own confidence).
+    """
+    if cause_shown is None:
+        cause_shown = not uses_llm(spec)
+    return with_shown_dimensions(gold, nullable_dimensions(gold)) if cause_shown else gold
 
 
 def _cache_path(key: str):
@@ -363,12 +372,13 @@ def gold_profile(
     folds: int = 5,
     seed: int = 0,
     use_cache: bool = True,
+    cause_shown: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> GoldProfile:
     """The profile of `spec` on `gold` (a plain gold set: the `_shown` dimensions are added here)."""
     options = options or ModelOptions(seed=seed)
     base_dims = gold.taxonomy.dimension_ids
-    g = derived_gold(gold)
+    g = derived_gold(gold, spec, cause_shown)
     key = profile_key(spec, g, options, folds, seed)
     cached = _load_cached(key, g) if use_cache else None
     if cached is not None:
@@ -377,4 +387,3 @@ def gold_profile(
     res = cross_validate(spec, g, options, k=folds, seed=seed, progress=progress)
     store_profile(key, res)
     return profile_from_result(res, base_dims)
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,22 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
     meta["label"] = run_label(meta)
     out = unique_dir(out_root / run_dir_name(meta["label"]))
     doc = {"meta": meta, **metrics}
-    atomic_write_text(out / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
-    write_rows(out / "predictions.jsonl", prediction_rows(res))
-    pngs = draw_plots(metrics, out)
-    atomic_write_text(out / "report.md", render_markdown(doc, pngs))
+    # Written into a hidden folder and renamed when complete: a run that dies half-way (disk full,
+    # Ctrl-C) leaves no folder that `classify leaderboard` would list.
+    tmp = out.parent / f".{out.name}.partial"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        atomic_write_text(tmp / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
+        write_rows(tmp / "predictions.jsonl", prediction_rows(res))
+        pngs = draw_plots(metrics, tmp)
+        atomic_write_text(tmp / "report.md", render_markdown(doc, pngs))
+        tmp.replace(out)  # onto the empty folder unique_dir reserved
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        out.rmdir()
+        raise
     return out
 
 
@@ -109,7 +122,95 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
     fig.savefig(out / "selective.png", dpi=110)
     plt.close(fig)
     files["selective"] = "selective.png"
+    if metrics.get("selective_labeling"):
+        files["reliability"] = draw_reliability(metrics["selective_labeling"], out)
     return files
+
+
+MIN_BIN = 5
+
+
+def draw_reliability(sel: dict[str, Any], out: Path) -> str:
+    """Reliability diagram: per confidence bin, accuracy against mean confidence, before and after
+    calibration, one panel per dimension (the diagonal is perfect calibration)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(sel), figsize=(4.6 * len(sel), 4.4), squeeze=False)
+    for ax, (name, rep) in zip(axes[0], sel.items()):
+        cal = rep["calibration"]
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":", label="perfect calibration")
+        for key, style, label in (("before", "o--", "model's own"), ("after", "s-", "calibrated")):
+            bins = [b for b in cal[key]["bins"] if b["n"] >= MIN_BIN]  # a 1-item bin is noise
+            if not bins or (key == "after" and cal["method"].startswith("none")):
+                continue
+            ece = cal[key]["ece"]
+            ax.plot(
+                [b["confidence"] for b in bins],
+                [b["accuracy"] for b in bins],
+                style,
+                label=f"{label} (ECE {ece:.3f})",
+                alpha=0.85,
+            )
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(f"confidence (mean per bin; bins of >= {MIN_BIN} items)")
+        ax.set_ylabel("accuracy against gold")
+        ax.set_title(f"{name} ({rep['scope']}, n={rep['n']})", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("Reliability of the confidence, out-of-fold", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "reliability.png", dpi=110)
+    plt.close(fig)
+    return "reliability.png"
+
+
+def _na(x: float | None, fmt: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def render_trust(sel: dict[str, Any], png: str | None) -> list[str]:
+    """The report's "how much can the labels be trusted" section (see docs/trust.md)."""
+    lines = [
+        "## How much can the labels be trusted",
+        "",
+        "Coverage at target kappa: the share of reports the model may label alone (`classify run "
+        "--target-kappa`) while those labels keep the target agreement with the coders, with 95% "
+        "confidence (a one-sided Clopper-Pearson bound on their accuracy, on the kappa scale of the whole "
+        "dimension; thresholds tested in a fixed order; docs/trust.md). Coverage has a Wilson 95% interval. "
+        "n/a: no confidence threshold reaches the target.",
+        "",
+        "| dimension | scope | target kappa | coverage [95% CI] | kappa of auto labels (bound) | accuracy | "
+        "in-slice kappa | threshold |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, rep in sel.items():
+        for t, c in rep["coverage"].items():
+            cov = (
+                f"{c['coverage']:.1%} [{c['coverage_lo']:.1%}, {c['coverage_hi']:.1%}]"
+                if c["threshold"] is not None
+                else "0% (n/a)"
+            )
+            lines.append(
+                f"| {name} | {rep['scope']} | {t} | {cov} | {_na(c['kappa'])} (>= {_na(c['kappa_lo'])}) | "
+                f"{_na(c['accuracy'])} | {_na(c['slice_kappa'])} | {_na(c['threshold'], '.4f')} |"
+            )
+    lines += [
+        "",
+        "Calibration of the confidence, out-of-fold (lower is better; the calibrated figures use a temperature "
+        "fitted on the other folds only):",
+        "",
+        "| dimension | method | ECE before | ECE after | Brier before | Brier after |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, rep in sel.items():
+        cal = rep["calibration"]
+        lines.append(
+            f"| {name} | {cal['method']} | {_na(cal['before']['ece'])} | {_na(cal['after']['ece'])} | "
+            f"{_na(cal['before']['brier'])} | {_na(cal['after']['brier'])} |"
+        )
+    if png:
+        lines += ["", f"![reliability diagram]({png})"]
+    return lines + [""]
 
 
 def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
@@ -143,6 +244,8 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         "both labeled; it is what the model is compared with, not a ceiling it must stay under.",
         "",
     ]
+    if doc.get("selective_labeling"):
+        lines += render_trust(doc["selective_labeling"], pngs.get("reliability"))
     dups = doc.get("near_duplicates") or []
     if dups:
         lines += [

@@ -13,8 +13,9 @@ Method (docs/trust.md says it for users):
   even at 97% accuracy (the kappa paradox); fixing pe at the dimension's level measures the slice's
   errors on the scale the coders' kappa uses. The in-slice kappa is reported beside it (None when
   undefined).
-- Cuts are tested in order of growing coverage and the search stops at the first cut whose bound falls
-  below the target (fixed-sequence testing, as in Learn-then-Test, Angelopoulos et al. 2021): with exact
+- Cuts are tested in order of growing coverage, starting where a bound can be informative (at twice the
+  fewest items whose bound would reach the target with no error at all: smaller slices fail on one
+  error), and the search stops at the first cut whose bound falls below the target (fixed-sequence testing, as in Learn-then-Test, Angelopoulos et al. 2021): with exact
   bounds tested in a fixed order, stopping at the first failure needs no multiple-testing correction.
 - The threshold is the confidence at the last cut that passed; coverage is the share of items at or
   above it, with a Wilson 95% interval.
@@ -138,8 +139,11 @@ def search_thresholds(
     bounds = [to_kappa(accuracy_lower_bound(int(correct[m - 1]), m, level), pe) for m in cuts]
     out = []
     for target in targets:
+        start = 2 * _perfect_slice_size(target, pe, level)
         best = None
         for j, lo in enumerate(bounds):
+            if cuts[j] < start:
+                continue
             if lo is None or lo < target:
                 break
             best = j
@@ -167,6 +171,14 @@ def search_thresholds(
             )
         )
     return out
+
+
+def _perfect_slice_size(target: float, pe: float, level: float) -> int:
+    """The fewest items whose bound reaches `target` when every one of them is right."""
+    need = pe + target * (1 - pe)  # the accuracy that is kappa `target` at this chance agreement
+    if need >= 1:
+        return 10**9
+    return math.ceil(math.log(1 - level) / math.log(need))
 
 
 def apply_threshold(confidence: float | None, threshold: float | None) -> bool:

@@ -30,6 +30,7 @@ from classify.labeling.resumable import (
     run_signature,
     strip_label_fields,
 )
+from classify.labeling.routing import Router, make_router, parse_targets
 
 
 @dataclass
@@ -73,6 +74,8 @@ def label_file(
     screen: bool = False,
     screen_model: str = "embed-logreg",
     screen_options: ModelOptions | None = None,
+    target_kappa: float | None = None,
+    targets: dict[str, float] | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
     """Train `model` on gold and write one labeled row per record of `input` to `out` (.jsonl, .csv,
@@ -81,6 +84,12 @@ def label_file(
 
     With `screen`, a screening model (trained on gold/screening.jsonl, with its own `screen_options`)
     decides first; only failure reports get a symptom and root cause.
+
+    `target_kappa` (every dimension, screening included) and `targets` ({dimension: kappa}, overriding)
+    route each label (classify.labeling.routing): `<dim>` holds the label only where the model may give
+    it alone at that agreement with the coders, `<dim>_status` says auto / review / none_shown, and
+    `<dim>_suggestion` always holds the model's top label. Thresholds come from the model's gold
+    profile (cross-validation on gold, cached). Without targets nothing is routed.
     """
     t0 = time.perf_counter()
     progress = progress or Progress()
@@ -97,6 +106,9 @@ def label_file(
         raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
     tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     _check_out(out, [Path(input), tax.path, g.path])
+    dims = tax.dimension_ids
+    routed = parse_targets(target_kappa, targets or {}, dims + (["screening"] if screen else []))
+    screen_target = routed.pop("screening", None)
     if progress.total:
         progress.total(len(records))
     if force:
@@ -107,6 +119,7 @@ def label_file(
         "taxonomy": tax.fingerprint(),
         "gold": g.hash,
         "input": input_fingerprint(Path(input)),
+        **({"targets": routed, "screen_target": screen_target} if routed or screen_target else {}),
     }
     screen_clf: Classifier | None = None
     if screen:
@@ -121,16 +134,32 @@ def label_file(
             "gold": s_gold.hash,
             "taxonomy": s_tax.fingerprint(),
         }
+    fields: dict[str, Any] = {}
+    screen_fields = None
     try:
         screen_fn = None
         if screen_clf is not None:
+            if screen_target is not None:
+                s_router = _router(screen_model, s_gold, s_opts, {"screening": screen_target}, say)
+                screen_fields = lambda ps: s_router.fields({"screening": ps})  # noqa: E731
             say(f"training screening model {screen_model} on {len(s_gold)} screening records")
             screen_clf.fit(s_gold.records, s_gold.labels)
             fitted = screen_clf
             screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
+        router = None
+        train_gold = g
+        if routed:
+            router = _router(model, g, options, routed, say)
+            train_gold = router.training_gold  # with the "cause shown" decisions the thresholds assume
+            clf.close()
+            clf = make_classifier(model, train_gold.taxonomy, options)
+            fields["fields"] = router.fields
         say(f"training {model} on {len(g)} gold records ({tax.label})")
-        clf.fit(g.records, g.labels)
+        clf.fit(train_gold.records, train_gold.labels)
         prov = provenance_for(clf, g)
+        prov["taxonomy"] = tax.label
+        if router is not None:
+            prov.update(router.provenance())
         if screen_clf is not None:
             prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
             prov["screening_options"] = screen_clf.options.run_meta()
@@ -148,6 +177,9 @@ def label_file(
             screen=screen_fn,
             prepare_progress=progress.encoded,
             screen_prepare=screen_clf.prepare if screen_clf is not None else None,
+            screen_fields=screen_fields,
+            dims=dims,
+            **fields,
         )
         summary.model_stats = clf.stats
     finally:
@@ -156,6 +188,22 @@ def label_file(
             screen_clf.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _router(model: str, gold, options: ModelOptions, targets: dict[str, float], say) -> Router:
+    say(f"thresholds for target kappa {targets}: {model}'s out-of-fold predictions on {len(gold)} gold records")
+    router = make_router(model, gold, options, targets, progress=lambda f, k: say(f"  fold {f}/{k} done"))
+    if router.profile.from_cache:
+        say("  (cross-validation read from the cache)")
+    for d, t in router.thresholds.items():
+        if t.threshold is None:
+            say(f"  {d}: no confidence threshold reaches kappa {t.target} on gold: every {d} goes to review")
+        else:
+            say(
+                f"  {d}: confidence >= {t.threshold:.3f} -> auto ({t.coverage:.0%} of gold; their kappa "
+                f"{t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f})"
+            )
+    return router
 
 
 def estimate_labeling(

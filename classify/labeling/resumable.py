@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +22,8 @@ from classify.classifiers.base import Classifier, Prediction
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
 from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
+
+ROUTED = ("auto", "review", "none_shown")  # <dim>_status values of a routed run (classify.labeling.routing)
 
 
 class RunError(ClassifyError, RuntimeError):
@@ -37,6 +40,9 @@ class RunSummary:
     screened_out: int = 0
     seconds: float = 0.0
     model_stats: Any = None  # the classifier's request stats (LLMs), None for trained models
+    # routed runs (--target-kappa): dimension -> {"auto": n, "review": n, "none_shown": n}
+    routing: dict[str, dict[str, int]] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 def partial_path(out: Path) -> Path:
@@ -77,8 +83,9 @@ def _read_partial(path: Path, signature: str) -> list[dict]:
     return [ln.value for ln in got.lines[1:]]
 
 
-def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": rec.id, "repo": rec.repo}
+def label_fields(preds: dict[str, Prediction]) -> dict[str, Any]:
+    """One record's label fields, from its prediction per dimension."""
+    row: dict[str, Any] = {}
     for d, p in preds.items():
         row[d] = p.label
         row[f"{d}_confidence"] = None if p.confidence is None else round(float(p.confidence), 4)
@@ -93,8 +100,17 @@ def output_row(rec: Record, preds: dict[str, Prediction], provenance: dict[str, 
             row[f"{d}_raw"] = p.raw
         for k, v in p.extra.items():
             row[f"{d}_{k}"] = v
-    row.update(provenance)
     return row
+
+
+# Turns a chunk's predictions ({dim: [Prediction per record]}) into label fields per record; the
+# default is `label_fields`, `classify run --target-kappa` routes (classify.labeling.routing).
+FieldsFn = Callable[[dict[str, list[Prediction]]], list[dict[str, Any]]]
+
+
+def _default_fields(preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
+    n = len(next(iter(preds.values()))) if preds else 0
+    return [label_fields({d: preds[d][i] for d in preds}) for i in range(n)]
 
 
 def label_records(
@@ -108,6 +124,9 @@ def label_records(
     screen: Callable[[list[Record]], list[Prediction]] | None = None,
     prepare_progress: Callable[[int], None] | None = None,
     screen_prepare: Callable[..., None] | None = None,
+    fields: FieldsFn = _default_fields,
+    screen_fields: Callable[[list[Prediction]], list[dict[str, Any]]] | None = None,
+    dims: list[str] | None = None,
 ) -> RunSummary:
     """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
 
@@ -115,6 +134,7 @@ def label_records(
     every record, and with the same encoder the labeling model then finds the kept ones cached;
     pre-encoding with the labeling model would also encode records screened out.
     """
+    dims = dims or clf.taxonomy.dimension_ids  # the label fields a screened-out row holds empty
     part = partial_path(out)
     done_rows = _read_partial(part, signature) if part.exists() else []
     done = {r["id"] for r in done_rows}
@@ -141,7 +161,7 @@ def label_records(
                 prepare(todo_block, progress=prepare_progress)
             for start in range(0, len(todo_block), chunk_size):
                 chunk = todo_block[start : start + chunk_size]
-                rows = _label_chunk(clf, chunk, provenance, screen)
+                rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims)
                 for row in rows:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 f.flush()
@@ -153,35 +173,52 @@ def label_records(
     write_rows(out, ordered)
     part.unlink()
     for d in clf.taxonomy.dimension_ids:
-        summary.invalid[d] = sum(1 for r in ordered if r.get(f"{d}_status") == "invalid")
+        summary.invalid[d] = sum(1 for r in ordered if r.get(f"{d}_status") == "invalid" or r.get(f"{d}_invalid"))
     summary.screened_out = sum(
         1 for r in ordered if r.get("screening") is not None and r.get("screening") != "failure_report"
     )
     summary.labeled = len(ordered) - summary.resumed
+    for d in [*dims, "screening"]:
+        statuses = Counter(r.get(f"{d}_status") for r in ordered if r.get(f"{d}_status") in ROUTED)
+        if statuses:
+            summary.routing[d] = {s: statuses.get(s, 0) for s in ROUTED}
+    summary.provenance = provenance
     return summary
 
 
-def _label_chunk(clf, chunk, provenance, screen) -> list[dict]:
+def _base(r: Record) -> dict[str, Any]:
+    return {"id": r.id, "repo": r.repo}
+
+
+def _label_chunk(clf, chunk, provenance, screen, fields: FieldsFn, screen_fields, dims: list[str]) -> list[dict]:
     if screen is None:
-        preds = clf.predict(chunk)
-        return [output_row(r, {d: preds[d][i] for d in preds}, provenance) for i, r in enumerate(chunk)]
+        return [{**_base(r), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
     decisions = screen(chunk)
-    keep = [i for i, p in enumerate(decisions) if p.label == "failure_report"]
-    preds = clf.predict([chunk[i] for i in keep]) if keep else {}
-    by_i = {i: j for j, i in enumerate(keep)}
+    if screen_fields is None:
+        decided = [
+            {
+                "screening": d.label,
+                "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4),
+            }
+            for d in decisions
+        ]
+        keep = [i for i, d in enumerate(decisions) if d.label == "failure_report"]
+    else:  # routed: a doubtful screening decision is reviewed, and its record labeled for the reviewer
+        decided = screen_fields(decisions)
+        keep = [
+            i
+            for i, f in enumerate(decided)
+            if f.get("screening_suggestion") == "failure_report" or f.get("screening_status") == "review"
+        ]
+    labeled = fields(clf.predict([chunk[i] for i in keep])) if keep else []
+    by_i = dict(zip(keep, labeled))
     rows = []
     for i, r in enumerate(chunk):
-        d = decisions[i]
-        row = {
-            "id": r.id,
-            "repo": r.repo,
-            "screening": d.label,
-            "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4),
-        }
+        row = {**_base(r), **decided[i]}
         if i in by_i:
-            row.update(output_row(r, {dim: preds[dim][by_i[i]] for dim in preds}, {}))
+            row.update(by_i[i])
         else:  # screened out: no symptom or root cause
-            row.update({dim: None for dim in clf.taxonomy.dimension_ids})
+            row.update({dim: None for dim in dims})
         row.update(provenance)
         rows.append(row)
     return rows

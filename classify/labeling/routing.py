@@ -1,0 +1,114 @@
+"""Route each label: given alone by the model (`auto`) where its calibrated confidence passes the
+threshold that keeps a target kappa (classify.evaluation.thresholds), else to people (`review`).
+
+    router = make_router("embed-logreg", gold, options, {"symptom": 0.87, "root_cause": 0.87})
+    router.fields(clf.predict(records))   # per record: <dim>, <dim>_status, <dim>_suggestion, ...
+
+For a dimension gold leaves null (root cause), the model's "cause shown" decision is part of the
+label: a confident "the thread shows no cause" is status `none_shown` (no label), a doubtful one is
+`review`; a cause is never given where the model is not confident that one is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from classify.classifiers.base import ModelOptions, Prediction
+from classify.core.causeshown import NONE_SHOWN
+from classify.core.errors import UsageError
+from classify.core.gold import GoldSet
+from classify.evaluation.profile import GoldProfile, gold_profile
+from classify.evaluation.thresholds import Threshold, apply_threshold
+
+AUTO, REVIEW = "auto", "review"
+
+
+def parse_targets(target_kappa: float | None, per_dim: dict[str, float], dims: list[str]) -> dict[str, float]:
+    """Targets per dimension: `--target-kappa` for every dimension, `--target dim=k` overriding one."""
+    for d, k in per_dim.items():
+        if d not in dims:
+            raise UsageError(f"--target {d}={k}: unknown dimension {d!r} (known: {', '.join(dims)})")
+    out: dict[str, float] = {d: target_kappa for d in dims if target_kappa is not None}
+    out.update(per_dim)
+    for d, k in out.items():
+        if not 0 < k < 1:
+            raise UsageError(f"target kappa for {d} must be between 0 and 1 (exclusive), got {k}")
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+@dataclass
+class Router:
+    profile: GoldProfile
+    thresholds: dict[str, Threshold]
+
+    @property
+    def training_gold(self) -> GoldSet:
+        """Gold as the labeling model must be trained (with the `_shown` decisions)."""
+        return self.profile.gold
+
+    def fields(self, preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
+        """Per record, the label fields of every dimension (raw probabilities kept for the corpus report)."""
+        n = len(next(iter(preds.values()))) if preds else 0
+        final = self.profile.finalize(preds)
+        rows: list[dict[str, Any]] = [{} for _ in range(n)]
+        for d, plist in final.items():
+            th = self.thresholds.get(d)
+            for i, p in enumerate(plist):
+                row = rows[i]
+                for part in self.profile._parts(d):
+                    raw = preds[part][i]
+                    if raw.proba:
+                        row[f"{part}_proba"] = {c: round(float(v), 4) for c, v in raw.proba.items()}
+                    if raw.status != "ok":
+                        row[f"{part}_invalid"] = True
+                        row[f"{part}_raw"] = raw.raw
+                    if raw.rationale:
+                        row[f"{part}_rationale"] = raw.rationale
+                ok = p is not None and p.status == "ok" and p.label is not None
+                label = p.label if ok and p is not None else None
+                conf = p.confidence if ok and p is not None else None
+                if th is None:  # no target for this dimension: labeled as without routing
+                    row[d] = None if label == NONE_SHOWN else label
+                    row[f"{d}_confidence"] = _r(conf)
+                    continue
+                auto = ok and apply_threshold(conf, th.threshold)
+                row[d] = label if auto and label != NONE_SHOWN else None
+                row[f"{d}_status"] = (NONE_SHOWN if label == NONE_SHOWN else AUTO) if auto else REVIEW
+                row[f"{d}_suggestion"] = label
+                row[f"{d}_confidence"] = _r(conf)
+        return rows
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "routing": {
+                d: {
+                    "target_kappa": t.target,
+                    "threshold": _r(t.threshold),
+                    "gold_coverage": _r(t.coverage),
+                    "expected_kappa": _r(t.kappa),
+                    "kappa_lower_bound": _r(t.kappa_lo),
+                    "method": t.method,
+                }
+                for d, t in self.thresholds.items()
+            }
+        }
+
+
+def make_router(
+    spec: str,
+    gold: GoldSet,
+    options: ModelOptions,
+    targets: dict[str, float],
+    *,
+    folds: int = 5,
+    progress: Callable[[int, int], None] | None = None,
+) -> Router:
+    """Thresholds for `targets` from `spec`'s gold profile (cross-validated once, then cached)."""
+    prof = gold_profile(spec, gold, options, folds=folds, seed=options.seed, progress=progress)
+    return Router(prof, prof.thresholds(targets))
