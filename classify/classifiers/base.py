@@ -20,6 +20,7 @@ Each spec names a `Classifier` subclass in the `classify.classifiers` entry-poin
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
@@ -304,6 +305,19 @@ def _match(names: list[str], spec: str) -> str | None:
     return max(prefixes, key=len) if prefixes else None
 
 
+def _did_you_mean(spec: str, known: list[str]) -> str:
+    """`did you mean 'embed-logreg'? ` for a misspelled spec (its name part: before `:`, `[` or `@`)."""
+    import difflib
+
+    head = re.split(r"[\[@]", spec, maxsplit=1)[0]
+    name = head[: head.index(":") + 1] if ":" in head else head
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not close:
+        return ""
+    suggestion = close[0] + spec[len(name) :] if close[0].endswith(":") else close[0] + spec[len(head) :]
+    return f"did you mean {suggestion!r}? "
+
+
 def family(spec: str) -> type[Classifier]:
     """The Classifier subclass behind `spec`; imports only the entry point it needs."""
     name = _match(list(_REGISTRY), spec)
@@ -319,7 +333,7 @@ def family(spec: str) -> type[Classifier]:
         if failed is not None:
             raise ModelSpecError(f"model spec {spec!r}: its plugin failed to load ({_FAILED[failed]})")
         hint = ", ".join(known) if known else "none (is the package installed? pip install -e .)"
-        raise ModelSpecError(f"unknown model spec {spec!r}; known: {hint}")
+        raise ModelSpecError(f"unknown model spec {spec!r}; {_did_you_mean(spec, known)}known: {hint}")
     return _REGISTRY[name]
 
 

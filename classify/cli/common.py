@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from classify.core.errors import ClassifyError
+from classify.core.paths import DEFAULTS_NOTE
 
 if TYPE_CHECKING:
     # typer vendors click: TyperGroup.invoke takes typer's copy of click.Context, not click.Context
@@ -31,6 +32,21 @@ if TYPE_CHECKING:
 console = Console(width=None if sys.stdout.isatty() else 160)
 # Error messages hold paths and ids: never break them.
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=True)
+
+
+def _flag_type_hidden(display: Callable[..., Any]) -> Callable[..., Any]:
+    """typer's help prints `<bool>` beside every flag, which reads as if `--force true` were
+    wanted (it is refused): show no type for flags, the usual one for everything else."""
+
+    @functools.wraps(display)
+    def wrapper(self: Any, ctx: Any) -> Any:
+        return None if getattr(self, "is_flag", False) else display(self, ctx)
+
+    return wrapper
+
+
+if hasattr(TyperOption, "display_type_rich"):  # typer >= 0.20 shows a type column
+    TyperOption.display_type_rich = _flag_type_hidden(TyperOption.display_type_rich)  # type: ignore[method-assign]
 
 
 def fail(msg: str) -> NoReturn:
@@ -54,14 +70,20 @@ class Strategy(str, Enum):
 
 # -- options shared by several commands, declared once --------------------------------------------
 TaxonomyPath = Annotated[
-    Optional[Path], typer.Option("--taxonomy", "-t", help="Codebook YAML (default: codebook/taxonomy-v1.yaml).")
+    Optional[Path],
+    typer.Option(
+        "--taxonomy",
+        "-t",
+        help=f"Codebook YAML (default: codebook/taxonomy-v1.yaml {DEFAULTS_NOTE}).",
+    ),
 ]
 GoldPath = Annotated[
     Optional[Path],
     typer.Option(
         "--gold",
         "-g",
-        help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl).",
+        help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl "
+        f"{DEFAULTS_NOTE}).",
     ),
 ]
 ModelSpec = Annotated[

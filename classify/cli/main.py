@@ -3,6 +3,8 @@ inside the commands that need them, so `classify --help` stays fast."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from classify.cli import evaluate, label, models
@@ -18,6 +20,25 @@ app = typer.Typer(
     add_completion=False,
     help="Label issue reports against a taxonomy and measure agreement with coders.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from classify import __version__
+
+        typer.echo(f"classify {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Label issue reports against a taxonomy and measure agreement with coders."""
+
+
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(gold_app, name="gold")
 app.add_typer(fetch_app, name="fetch")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +11,63 @@ from rich.table import Table
 from rich.text import Text
 
 from classify.cli.common import console
+
+# What each built-in spec is, in one line; plugins describe themselves by their class docstring.
+ABOUT = {
+    "embed-logreg": "sentence embeddings (all-MiniLM-L6-v2) + logistic regression; the default",
+    "embed-knn": "sentence embeddings + k nearest neighbours (cosine)",
+    "embed-centroid": "sentence embeddings + nearest category centroid",
+    "tfidf-logreg": "TF-IDF word n-grams + logistic regression; lexical baseline, no encoder",
+    "tfidf-embed": "TF-IDF + sentence embeddings, class-balanced logistic regression",
+    "hier-tfidf-embed": "tfidf-embed, root-cause group first, then the category within it",
+    "finetune": "MiniLM with its top layer fine-tuned on each training set + logistic regression",
+    "hier-finetune": "finetune, root-cause group first, then the category within it",
+    "ensemble": "mean probability of three tfidf-embed variants (members chosen on CV results)",
+    "ensemble:": "mean probability of the members you list, e.g. ensemble:tfidf-embed+openai:gpt-4o-mini",
+    "openai:": "prompted LLM on an OpenAI-compatible server (OpenAI, vLLM, Ollama)",
+    "local:": "prompted LLM on an embedded llama.cpp server, offline, e.g. local:smollm2-135m",
+}
+# Without a reference run: how fast a spec is, roughly (LLMs: per request, so it depends on the server).
+SPEED = {"openai:": "server-bound", "local:": "slow (CPU LLM)", "ensemble:": "sum of members"}
+
+
+def reference_figures(leaderboard: Path) -> dict[str, dict[str, str]]:
+    """spec -> {"symptom", "root_cause", "speed"} from a leaderboard.md table (rows without options only)."""
+    try:
+        lines = leaderboard.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    header: list[str] | None = None
+    for line in lines:
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+            continue
+        row = dict(zip(header, cells))
+        model = row.get("model", "")
+        if not model or " " in model or model in out:  # a run with options is not the spec's reference
+            continue
+        out[model] = {
+            "symptom": row.get("symptom kappa [95% CI]", "").split(" ")[0],
+            "root_cause": row.get("root_cause kappa [95% CI]", "").split(" ")[0],
+            "speed": row.get("s / 1000 rec", ""),
+        }
+    return out
+
+
+def _about(spec: str) -> str:
+    if spec in ABOUT:
+        return ABOUT[spec]
+    from classify.classifiers.base import family
+
+    try:
+        doc = (family(spec + ("x" if spec.endswith(":") else "")).__doc__ or "").strip()
+    except Exception:  # a broken plugin: say so rather than fail the listing
+        return "plugin (failed to load)"
+    return doc.splitlines()[0] if doc else "plugin"
 
 
 def models_cmd(
@@ -19,12 +77,26 @@ def models_cmd(
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
     from classify.classifiers.base import known_specs, options_schema
+    from classify.core.paths import EVALS_DIR
 
     if options is None:
+        ref = reference_figures(EVALS_DIR / "leaderboard.md")
+        t = Table(box=None, pad_edge=False, show_edge=False)
+        for col in ("spec", "what it is", "s / 1000 rec", "reference kappa"):
+            t.add_column(col, no_wrap=col != "what it is")
         for s in known_specs():
             # a prefix spec takes a suffix: `openai:<model>`; an inline ensemble names its members
-            suffix = "A+B[+...]" if s == "ensemble:" else "<model>"
-            console.print(s + (suffix if s.endswith(":") else ""), highlight=False)
+            name = s + ("A+B[+...]" if s == "ensemble:" else "<model>" if s.endswith(":") else "")
+            r = ref.get(s)
+            kappa = f"symptom {r['symptom']}, root cause {r['root_cause']}" if r else "-"
+            speed = (r["speed"] if r and r["speed"] else "") or SPEED.get(s, "-")
+            t.add_row(name, _about(s), speed, kappa)
+        console.print(t, highlight=False)
+        console.print(
+            "reference kappa and time: the spec's committed 5-fold CV run (evals/leaderboard.md names its gold); "
+            "`classify models --options SPEC` lists a spec's --opt keys",
+            highlight=False,
+        )
         return
     schema = options_schema(options)
     if not schema:
@@ -41,15 +113,19 @@ def models_cmd(
 def logs_cmd(
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="How many recent requests.")] = 20,
     run_id: Annotated[Optional[str], typer.Option("--run", help="Only this run id.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines with messages and responses.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object a line (JSON lines), with messages and responses.")
+    ] = False,
 ) -> None:
     """Recent LLM requests (newest first): outcome, HTTP status, tokens, latency. From the cache dir's llm.sqlite."""
     from classify.classifiers.llm.cache import default_db_path, format_logs, list_logs
 
     rows = list_logs(count, run_id=run_id, full=as_json)
     if as_json:
+        # One object a line, unstyled: what `jq` and `pandas.read_json(lines=True)` read. (rich's
+        # print_json would pretty-print each over many lines.)
         for r in rows:
-            console.print_json(json.dumps(r, ensure_ascii=False, default=str))
+            typer.echo(json.dumps(r, ensure_ascii=False, default=str))
     else:
         console.print(format_logs(rows), highlight=False, markup=False, soft_wrap=True)
         console.print(f"({default_db_path()})", highlight=False)

@@ -19,7 +19,10 @@ review_app = typer.Typer(
 )
 
 DEFAULT_QUEUE = Path("review") / "queue.json"
-QueuePath = Annotated[Path, typer.Option("--queue", "-q", help="Queue file (from `classify review build`).")]
+QueuePath = Annotated[
+    Path,
+    typer.Option("--queue", "-q", help="Queue file (from `classify review build`), relative to the current folder."),
+]
 DecisionsPath = Annotated[
     Optional[Path],
     typer.Option("--decisions", "-d", help="Decisions JSONL (default: decisions.jsonl beside the queue)."),
@@ -125,7 +128,11 @@ def build(
     ] = [],
     inputs: Annotated[
         list[Path],
-        typer.Option("--input", "-i", help="Records the --labels files were made from (default: data/issues.jsonl)."),
+        typer.Option(
+            "--input",
+            "-i",
+            help=f"Records the --labels files were made from (default: data/issues.jsonl {paths.DEFAULTS_NOTE}).",
+        ),
     ] = [],
     notes: Annotated[
         Optional[Path],
@@ -146,7 +153,8 @@ def build(
         typer.Option(
             "--gold",
             "-g",
-            help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy).",
+            help="Gold set (default: the taxonomy's: gold/reports.jsonl, or gold/screening.jsonl for a screening taxonomy "
+            f"{paths.DEFAULTS_NOTE}).",
         ),
     ] = None,
     taxonomy: Annotated[
@@ -154,7 +162,8 @@ def build(
         typer.Option(
             "--taxonomy",
             "-t",
-            help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml).",
+            help="Codebook (default: codebook/taxonomy-v1.yaml; with --task screening codebook/screening-v1.yaml "
+            f"{paths.DEFAULTS_NOTE}).",
         ),
     ] = None,
     dimension: Annotated[
@@ -175,14 +184,13 @@ def build(
     """Collect the items worth a human look, each with its reasons, most instructive first."""
     from classify.core.goldfile import is_screening, load_gold_for
     from classify.core.records import RecordsError
-    from classify.core.screening import SCREENING_TAXONOMY
     from classify.core.taxonomy import TaxonomyError, load_taxonomy
     from classify.review.queue import build_queue
     from classify.review.schema import QueueError, save_queue
 
     try:
         # The taxonomy decides how gold is read (goldfile.py); --task only picks the default codebook.
-        tax = load_taxonomy(taxonomy or (SCREENING_TAXONOMY if task == "screening" else None))
+        tax = load_taxonomy(taxonomy or (paths.default_screening_taxonomy() if task == "screening" else None))
         if task is not None and is_screening(tax) != (task == "screening"):
             fail(
                 f"--task {task.value} does not fit {tax.path} ({tax.label}): "
@@ -194,7 +202,7 @@ def build(
             )
         g = load_gold_for(gold, tax)
         if labels and not inputs:
-            inputs = [paths.DEFAULT_INPUT]
+            inputs = [paths.default_input()]
         _not_an_input(out, [g.path, tax.path, notes, *eval_runs, *labels, *inputs], "--out")
         if out.exists() and not force:
             fail(f"{out} exists; decisions may refer to it. Pass --force to replace it, or --out another file")

@@ -35,7 +35,7 @@ EVALS_DIR = PROJECT_ROOT / "evals"
 
 PROJECT_FILE = "classify.toml"
 # One phrase for every --help that shows a default path.
-DEFAULTS_NOTE = f"paths are in the project folder (nearest with a {PROJECT_FILE}, else the current one)"
+DEFAULTS_NOTE = f"of the project folder (nearest with {PROJECT_FILE}, else the current one), else the shipped one"
 
 
 def project_dir(start: str | Path | None = None) -> Path:

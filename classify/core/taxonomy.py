@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+from classify.core import paths
 from classify.core.errors import ClassifyError
-from classify.core.paths import DEFAULT_TAXONOMY
 from classify.core.textio import read_text
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -211,8 +211,9 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
 
 
 def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
-    """Load a taxonomy YAML file; the project's codebook/taxonomy-v1.yaml by default."""
-    path = Path(path) if path else DEFAULT_TAXONOMY
+    """Load a taxonomy YAML file; by default codebook/taxonomy-v1.yaml of the project folder, else
+    the shipped one (classify.core.paths)."""
+    path = Path(path) if path else paths.default_taxonomy()
     if not path.exists():
         raise TaxonomyError(f"{path}: file not found")
     try:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,27 @@ DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
 # torch: sentence-transformers; onnx / onnx-int8: classify.encoders.onnx; model2vec: a static
 # table distilled from the same weights, classify.encoders.static.
 BACKENDS = ("torch", "onnx", "onnx-int8", "model2vec")
+
+
+def progress_bars_wanted(show: bool) -> bool:
+    """Draw a library's tqdm bar only on a terminal: redirected to a file or CI log, its carriage
+    returns and escape codes become one garbled line per update."""
+    return show and sys.stderr.isatty()
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Load weights without transformers' "Loading weights" bar (a bar per model load, on every
+    run, that says nothing the run's own messages do not)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def default_encoder_path() -> Path:
@@ -189,7 +213,8 @@ class Encoder:
                 return self._model
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(self.load_from, device="cpu")
+            with quiet_loading():
+                self._model = SentenceTransformer(self.load_from, device="cpu")
         return self._model
 
     def _encode_raw(self, texts: list[str]) -> np.ndarray:
@@ -198,7 +223,7 @@ class Encoder:
             .encode(
                 texts,
                 batch_size=self.batch_size,
-                show_progress_bar=self.show_progress,
+                show_progress_bar=progress_bars_wanted(self.show_progress),
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )

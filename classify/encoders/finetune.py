@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from classify.core.hashing import text_hash
-from classify.encoders.encoder import resolve_encoder
+from classify.encoders.encoder import quiet_loading, resolve_encoder
 
 if TYPE_CHECKING:
     import torch
@@ -70,7 +70,8 @@ class LowerStates:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        st = SentenceTransformer(load_from, device="cpu")
+        with quiet_loading():
+            st = SentenceTransformer(load_from, device="cpu")
         st.max_seq_length = max_seq_length
         self.st = st
         bert = st[0].auto_model

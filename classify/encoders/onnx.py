@@ -81,7 +81,10 @@ def export_onnx(folder: Path, out: Path, opset: int = 17) -> Path:
     from transformers import AutoModel
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model = AutoModel.from_pretrained(str(folder))
+    from classify.encoders.encoder import quiet_loading
+
+    with quiet_loading():
+        model = AutoModel.from_pretrained(str(folder))
     model.eval()
     # Eager attention traces into plain ops every ONNX Runtime build supports.
     if hasattr(model, "set_attn_implementation"):

@@ -84,7 +84,12 @@ def distill_static(folder: str | Path, out: Path) -> tuple[Path, bool]:
 
     log.warning("distilling a model2vec static model from %s (once, about a minute)...", folder)
     t0 = time.perf_counter()
-    model = distill(str(folder), pca_dims=PCA_DIMS, sif_coefficient=SIF_COEFFICIENT, quantize_to=DTYPE, device="cpu")
+    from classify.encoders.encoder import quiet_loading
+
+    with quiet_loading():
+        model = distill(
+            str(folder), pca_dims=PCA_DIMS, sif_coefficient=SIF_COEFFICIENT, quantize_to=DTYPE, device="cpu"
+        )
     seconds = time.perf_counter() - t0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
