@@ -273,21 +273,26 @@ def _kind(v: Any) -> str:
     return f"a {type(v).__name__}"
 
 
+def row_problems(row: dict[str, Any]) -> list[str]:
+    """What is wrong with the types of one row's id and text fields (empty when nothing)."""
+    problems = []
+    rid = row.get("id")
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        problems.append(f"id {rid!r} is {_kind(rid)} (ids are text or integers)")
+    for f in _TEXT_FIELDS:
+        v = row.get(f)
+        if v is not None and not isinstance(v, str):
+            problems.append(f"{f} is {_kind(v)}, not text")
+    return problems
+
+
 def check_rows(rows: list[dict[str, Any]], source: str | Path) -> None:
     """Refuse ids that are not text or integers and text fields that are not text (all listed at once).
 
     `str()` would make them look fine: True -> "True", 1.0 -> "1.0" (another record than 1), a list
     title -> "['a']", bytes -> "b'...'".
     """
-    problems = []
-    for i, row in enumerate(rows, 1):
-        rid = row.get("id")
-        if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
-            problems.append(f"row {i}: id {rid!r} is {_kind(rid)} (ids are text or integers)")
-        for f in _TEXT_FIELDS:
-            v = row.get(f)
-            if v is not None and not isinstance(v, str):
-                problems.append(f"row {i}: {f} is {_kind(v)}, not text")
+    problems = [f"row {i}: {p}" for i, row in enumerate(rows, 1) for p in row_problems(row)]
     if problems:
         raise RecordsError(f"{source}: values of the wrong type ({len(problems)}): " + "; ".join(problems[:10]))
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows
+from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows, row_problems
 from classify.core.textio import read_text
 from classify.ingest.normalize import (
     RefError,
@@ -136,6 +136,10 @@ def import_table(
             row[k] = v
         for target, source in mapping.items():
             row[target] = r.get(source)
+        wrong = row_problems(row)  # a list title or a boolean id is refused, not stringified below
+        if wrong:
+            bad.append(f"row {n}: {'; '.join(wrong)}")
+            continue
         try:
             _fill_identity(row, default_owner_name)
         except (RefError, ValueError) as e:
@@ -146,7 +150,7 @@ def import_table(
         row.setdefault("source", "table")
         rows.append({**{k: row.get(k) for k in CORE_FIELDS}, **row})
     if bad:
-        raise RecordsError(f"{path}: {len(bad)} rows without a usable id: " + "; ".join(bad[:10]))
+        raise RecordsError(f"{path}: {len(bad)} unusable rows: " + "; ".join(bad[:10]))
     return rows
 
 
@@ -161,15 +165,29 @@ def _fill_identity(row: dict[str, Any], default_repo: tuple[str, str] | None) ->
     if row.get("repo") in (None, "") and default_repo:
         row["repo"] = "/".join(default_repo)
     if row.get("number") not in (None, ""):
-        try:
-            row["number"] = int(float(row["number"]))
-        except (TypeError, ValueError):
-            raise ValueError(f"number {row['number']!r} is not an integer") from None
+        row["number"] = _issue_number(row["number"])
     if row.get("id") in (None, ""):
         if not row.get("repo") or row.get("number") is None:
             raise ValueError("no id column, and no url or repo+number to derive one from")
         row["id"] = issue_id(parse_repo(str(row["repo"]))[1], row["number"])
     row["id"] = str(row["id"])
+
+
+def _issue_number(v: Any) -> int:
+    """An issue number from a cell: an integer, or text/float holding one exactly (`7`, `7.0`);
+    `True` or `7.5` are refused rather than read as 1 or 7."""
+    if isinstance(v, bool):
+        raise ValueError(f"number {v!r} is not an integer")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())  # a spreadsheet may have written 13 as "13.0"
+        except ValueError:
+            raise ValueError(f"number {v!r} is not an integer") from None
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise ValueError(f"number {v!r} is not an integer")
 
 
 def read_issue_refs(path: str | Path, url_column: str = "url") -> list[tuple[str, dict[str, Any]]]:

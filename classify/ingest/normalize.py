@@ -110,6 +110,8 @@ def gh_cli_issue_to_row(
     from the issue URL, else from `repo` (an export without `url`).
     """
     number = item.get("number")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
+        raise RefError(f"`number` {number!r} is not an integer")
     if item.get("url"):
         owner, name, number, _ = parse_issue_ref(item["url"])
     elif repo and number is not None:

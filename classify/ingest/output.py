@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import CORE_FIELDS, read_rows, to_record, validate_records, write_rows
+from classify.core.records import CORE_FIELDS, check_rows, read_rows, to_record, validate_records, write_rows
 
 
 @dataclass
@@ -43,12 +43,14 @@ def write_fetched(path: str | Path, rows: list[dict[str, Any]], overwrite: bool 
     new rows are appended. `overwrite` replaces the file with exactly `rows`.
     """
     path = Path(path)
+    check_rows(rows, "fetched rows")
     validate_records([to_record(r) for r in rows], "fetched rows")
     rows = [_ordered(r) for r in rows]
     if overwrite or not path.exists():
         write_rows(path, rows)
         return WriteSummary(path, len(rows), len(rows), 0, 0, 0)
     existing = read_rows(path)
+    check_rows(existing, path)
     validate_records([to_record(r) for r in existing], path)
     index = {str(r["id"]): i for i, r in enumerate(existing)}
     merged = list(existing)

@@ -191,7 +191,7 @@ def test_csv_ids_from_repo_and_number(tmp_path):
         ("triton-12", 12, "triton-lang/triton"),
         ("triton-13", 13, "triton-lang/triton"),
     ]
-    with pytest.raises(RecordsError, match=r"2 rows without a usable id: row 1: no id column"):
+    with pytest.raises(RecordsError, match=r"2 unusable rows: row 1: no id column"):
         import_table(src, {"number": "Number", "title": "Title"})
     with pytest.raises(RecordsError, match=r"mapped columns not found: \['Body'\]; columns are: \['Number', 'Title'\]"):
         import_table(src, {"body": "Body"}, repo="o/r")
@@ -260,3 +260,37 @@ def test_merge_keeps_labels_and_rows_not_refetched(tmp_path, suffix):
     assert recs["r-1"].title == "edited" and recs["r-1"].fields["symptom"] == "crash"
     s = write_fetched(out, [_row(5)], overwrite=True)
     assert [r.id for r in read_records(out)] == ["r-5"] and s.total == 1
+
+
+def test_wrong_types_in_imported_tables_are_refused_not_stringified(tmp_path):
+    # issue #11 item 11: a boolean id, a list title or a fractional number would have been
+    # stringified ("True", "['a']") or truncated (7.5 -> 7).
+    src = tmp_path / "t.jsonl"
+    src.write_text(
+        json.dumps({"id": True, "title": "a"})
+        + "\n"
+        + json.dumps({"id": "x", "title": ["a", "b"]})
+        + "\n"
+        + json.dumps({"number": 7.5, "repo": "o/r", "title": "c"})
+        + "\n"
+        + json.dumps({"number": True, "repo": "o/r", "title": "d"})
+        + "\n"
+    )
+    with pytest.raises(RecordsError) as e:
+        import_table(src)
+    msg = str(e.value)
+    assert "4 unusable rows" in msg
+    assert "row 1: id True is a boolean" in msg and "row 2: title is a list, not text" in msg
+    assert "row 3: number 7.5 is not an integer" in msg and "row 4: number True is not an integer" in msg
+
+
+def test_gh_export_number_must_be_an_integer(tmp_path):
+    src = tmp_path / "gh.json"
+    src.write_text(json.dumps([{"number": True, "title": "t"}, {"number": "3", "title": "t"}]))
+    with pytest.raises(RecordsError, match=r"item 1: `number` True is not an integer; item 2: `number` '3'"):
+        import_gh_json(src, repo="o/r")
+
+
+def test_fetched_rows_with_wrong_types_are_refused(tmp_path):
+    with pytest.raises(RecordsError, match=r"fetched rows: .*row 1: id 1.0 is a float"):
+        write_fetched(tmp_path / "o.jsonl", [{"id": 1.0, "title": "t"}])
