@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from classify.cli import evaluate, label, models
+from classify.cli import evaluate, label, models, report
 from classify.cli.common import UserErrorGroup
 from classify.cli.fetch import fetch_app
 from classify.cli.review import review_app
@@ -47,7 +47,7 @@ app.add_typer(workbench_app, name="workbench")
 app.command("models")(models.models_cmd)
 app.command("eval")(evaluate.eval_cmd)
 app.command("run")(label.run_cmd)
-app.command("report")(label.report_cmd)
+app.command("report")(report.report_cmd)
 app.command("logs")(models.logs_cmd)
 app.command("leaderboard")(evaluate.leaderboard_cmd)
 app.command("learning-curve")(evaluate.learning_curve_cmd)

@@ -1,21 +1,41 @@
-"""Corpus report over a labels file: shares of each category with 95% intervals, per library and
-overall, root-cause groups, a symptom x root-cause cross table, PNG plots and a self-contained HTML page.
+"""Corpus report over a labels file: the share of each category, corrected for the classifier's
+errors (`classify.labeling.quantify`) beside the naive count, per library and overall, root-cause
+groups, a symptom x root-cause cross table, a comparison with published shares, and the HTML page
+(`classify.labeling.report_html`).
+
+The correction needs the model's behaviour on gold: its gold profile (out-of-fold predictions,
+calibration), rebuilt from the labels rows' `model`, `run_options` and `gold_hash`. Without one (a
+labels file from elsewhere, a gold set that changed since the run), the report gives counts with
+Wilson intervals and says so in its caveats.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
+import logging
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy.stats import binomtest
 
+from classify.core.causeshown import NONE_SHOWN, shown_dim
+from classify.core.errors import ClassifyError
 from classify.core.records import atomic_write_text, read_rows
-from classify.core.taxonomy import Dimension, Taxonomy
+from classify.core.taxonomy import Taxonomy
+from classify.labeling import quantify as qf
+
+log = logging.getLogger("classify")
+
+SMALL_N = 30  # below this many reports a library's shares get a small-sample warning
+HUMAN_STATUSES = ("human", "coded", "coded_by_human")
+
+
+class ReportError(ClassifyError):
+    """A labels file or reference table the report cannot use."""
 
 
 def share_ci(k: int, n: int) -> dict[str, float]:
@@ -34,31 +54,205 @@ def library_of(row: dict[str, Any]) -> str:
     return rid.rsplit("-", 1)[0] if "-" in rid else "unknown"
 
 
+def is_failure_report(row: dict[str, Any]) -> bool:
+    return row.get("screening") in (None, "failure_report")
+
+
+def is_human(row: dict[str, Any], dim: str) -> bool:
+    """Coded by a person (review of `run --target-kappa` output): counted as is, never corrected."""
+    return row.get(f"{dim}_status") in HUMAN_STATUSES or bool(row.get(f"{dim}_coded_by") or row.get("coded_by"))
+
+
 @dataclass
-class Corpus:
-    rows: list[dict[str, Any]]
-    taxonomy: Taxonomy
+class Correction:
+    """A model's measured behaviour per dimension, ready to correct a corpus's counts."""
 
-    @property
-    def labeled(self) -> list[dict[str, Any]]:
-        """Rows that are failure reports (not screened out)."""
-        return [r for r in self.rows if r.get("screening") in (None, "failure_report")]
+    model: str
+    profile: Any  # classify.evaluation.profile.GoldProfile
+    gold_hash: str
+    caveats: list[str] = field(default_factory=list)
 
 
-def distribution(rows: list[dict], field: str, categories: list[str]) -> dict[str, Any]:
-    vals = [r.get(field) for r in rows]
-    present = [v for v in vals if v is not None]
-    c = Counter(present)
+def _proba_matrix(preds: list, classes: list[str]) -> np.ndarray | None:
+    if not preds or any(p is None or p.proba is None for p in preds):
+        return None
+    return np.array([[float(p.proba.get(c, 0.0)) for c in classes] for p in preds])
+
+
+def _prediction(row: dict[str, Any], dim: str):
+    from classify.classifiers.base import Prediction
+
+    proba = row.get(f"{dim}_proba")
+    if isinstance(proba, str):  # CSV/Parquet keep nested objects as JSON text
+        try:
+            proba = json.loads(proba)
+        except json.JSONDecodeError:
+            proba = None
+    label = row.get(dim)
+    if not isinstance(proba, dict) and label is None:
+        return None
+    conf = row.get(f"{dim}_confidence")
+    return Prediction(
+        label=label,
+        confidence=None if conf is None else float(conf),
+        proba={str(k): float(v) for k, v in proba.items()} if isinstance(proba, dict) else None,
+    )
+
+
+@dataclass
+class DimensionInput:
+    """One dimension's quantification inputs: gold behaviour and the corpus rows' posteriors."""
+
+    classes: list[str]
+    behaviour: qf.Behaviour | None
+    P: np.ndarray  # model-labeled rows, n x k
+    libs: list[str]  # library of each row of P
+    human: list[tuple[str, int]]  # (library, class index) of human-coded rows
+    n_missing: int
+    selective: bool  # classes end with none_shown (cause-shown decision composed in)
+
+
+def _dimension_input(lab: list[dict[str, Any]], tax: Taxonomy, dim: str, corr: Correction | None) -> DimensionInput:
+    ids = tax.dimensions[dim].ids
+    prof = corr.profile if corr else None
+    selective = bool(
+        prof is not None
+        and dim in prof.nullable
+        and any(isinstance(r.get(f"{shown_dim(dim)}_proba"), dict) for r in lab)
+    )
+    classes = ids + [NONE_SHOWN] if selective else list(ids)
+    beh: qf.Behaviour | None = None
+    probabilistic = True
+    if prof is not None:
+        if selective:
+            s = prof.scores(dim, cross_fit=True)
+            P = _proba_matrix(s.predictions, classes)
+            y = np.array([classes.index(v) for v in s.y_true])
+            folds = np.array(s.folds)
+            if P is None:
+                P, probabilistic = qf.one_hot(s.labels, classes), False
+        else:
+            idx, ys = prof.gold.labeled(dim)
+            preds = prof.calibrate(dim, [prof.result.predictions[dim][i] for i in idx])
+            keep = [j for j, p in enumerate(preds) if p is not None]
+            preds = [preds[j] for j in keep]
+            y = np.array([classes.index(ys[j]) for j in keep])
+            folds = np.array([prof.result.folds[idx[j]] for j in keep])
+            P = _proba_matrix(preds, classes)
+            if P is None:
+                P, probabilistic = qf.one_hot([p.label for p in preds], classes), False
+        beh = qf.Behaviour(classes, P, y, folds, probabilistic=probabilistic)
+    rows_P: list[np.ndarray] = []
+    libs: list[str] = []
+    human: list[tuple[str, int]] = []
+    missing = 0
+    auto_rows: list[dict[str, Any]] = []
+    for r in lab:
+        if is_human(r, dim):
+            v = r.get(dim)
+            if v in ids:
+                human.append((library_of(r), classes.index(v)))
+            elif v is None and selective:
+                human.append((library_of(r), classes.index(NONE_SHOWN)))
+            else:
+                missing += 1
+            continue
+        auto_rows.append(r)
+    if prof is not None and probabilistic:
+        preds = [_prediction(r, dim) for r in auto_rows]
+        cal = prof.calibrate(dim, preds)
+        if selective:
+            from classify.evaluation.profile import compose
+
+            shown = prof.calibrate(shown_dim(dim), [_prediction(r, shown_dim(dim)) for r in auto_rows])
+            cal = [compose(s, c) for s, c in zip(shown, cal)]
+        for r, p in zip(auto_rows, cal):
+            if p is None or p.proba is None:
+                missing += 1
+                continue
+            rows_P.append(np.array([float(p.proba.get(c, 0.0)) for c in classes]))
+            libs.append(library_of(r))
+    else:
+        for r in auto_rows:
+            v = r.get(dim)
+            if v in classes:
+                rows_P.append(qf.one_hot([v], classes)[0])
+                libs.append(library_of(r))
+            else:
+                missing += 1
+    P_c = np.array(rows_P) if rows_P else np.zeros((0, len(classes)))
+    return DimensionInput(classes, beh, P_c, libs, human, missing, selective)
+
+
+def _subsets(inp: DimensionInput, libs: list[str]) -> dict[str, qf.Subset]:
+    k = len(inp.classes)
+    out: dict[str, qf.Subset] = {}
+    lib_arr = np.array(inp.libs)
+    for name in ["overall"] + libs:
+        mask = np.ones(len(inp.libs), bool) if name == "overall" else lib_arr == name
+        h = np.zeros(k)
+        for lib, c in inp.human:
+            if name == "overall" or lib == name:
+                h[c] += 1
+        out[name] = qf.Subset(inp.P[mask] if len(inp.P) else np.zeros((0, k)), h)
+    return out
+
+
+def _entry(naive_k: int, n: int, est: float, lo: float, hi: float) -> dict[str, Any]:
+    w = share_ci(naive_k, n)
     return {
-        "n": len(present),
-        "n_missing": len(vals) - len(present),
-        "shares": {cat: share_ci(c.get(cat, 0), len(present)) for cat in categories},
+        "k": naive_k,
+        "n": n,
+        "naive": w["share"],
+        "naive_lo": w["lo"],
+        "naive_hi": w["hi"],
+        "estimate": est,
+        "share": est,
+        "lo": lo,
+        "hi": hi,
     }
 
 
-def corpus_stats(rows: list[dict[str, Any]], tax: Taxonomy) -> dict[str, Any]:
-    corpus = Corpus(rows, tax)
-    lab = corpus.labeled
+def _table(
+    classes: list[str], cats: list[str], roll: np.ndarray, e: qf.ShareEstimate | None, counts: np.ndarray, n: int
+) -> dict[str, Any]:
+    """Shares of `cats` (= columns of `roll`, a classes x cats 0/1 matrix) for one subset."""
+    shares: dict[str, Any] = {}
+    naive_k = counts @ roll
+    if e is not None and n:
+        est = e.estimate @ roll
+        reps = e.replicates @ roll if len(e.replicates) else np.zeros((0, len(cats)))
+        lo, hi = qf.interval(reps)
+    for j, c in enumerate(cats):
+        if e is None or not n:
+            w = share_ci(int(naive_k[j]), n)
+            shares[c] = _entry(int(naive_k[j]), n, w["share"], w["lo"], w["hi"])
+        else:
+            shares[c] = _entry(int(naive_k[j]), n, float(est[j]), float(lo[j]), float(hi[j]))
+    return shares
+
+
+def _renormalise(e: qf.ShareEstimate, keep: np.ndarray) -> qf.ShareEstimate:
+    """Shares over the classes in `keep` only (root causes over reports that show one)."""
+
+    def norm(v: np.ndarray) -> np.ndarray:
+        s = v[..., keep].sum(axis=-1, keepdims=True)
+        out = np.where(s > 0, v[..., keep] / np.where(s > 0, s, 1), np.nan)
+        return out
+
+    return qf.ShareEstimate(norm(e.naive), norm(e.estimate), norm(e.replicates), e.n_auto, e.n_human)
+
+
+def corpus_stats(
+    rows: list[dict[str, Any]],
+    tax: Taxonomy,
+    correction: Correction | None = None,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    protocol: str = "dirichlet",
+) -> dict[str, Any]:
+    lab = [r for r in rows if is_failure_report(r)]
     libs = sorted({library_of(r) for r in lab})
     out: dict[str, Any] = {
         "n_rows": len(rows),
@@ -67,159 +261,379 @@ def corpus_stats(rows: list[dict[str, Any]], tax: Taxonomy) -> dict[str, Any]:
         "libraries": {lib: sum(1 for r in lab if library_of(r) == lib) for lib in libs},
         "models": sorted({str(r.get("model")) for r in rows if r.get("model")}),
         "taxonomies": sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy")}),
+        "corrected": correction is not None,
+        "caveats": list(correction.caveats) if correction else [],
         "dimensions": {},
     }
+    if correction is None:
+        out["caveats"].append(
+            "Shares are counts of the model's labels with Wilson intervals, not corrected for its errors "
+            "(no gold profile of the model: see the warnings above the report)."
+        )
     for d, dim in tax.dimensions.items():
-        fields: list[tuple[str, list[str], Dimension | None]] = [(d, dim.ids, None)]
+        inp = _dimension_input(lab, tax, d, correction)
+        k = len(inp.classes)
+        subsets = _subsets(inp, libs)
+        est: dict[str, qf.ShareEstimate] | None = None
+        shown_est: dict[str, qf.ShareEstimate] | None
+        method: dict[str, Any] = {"method": "none", "method_name": "count of labels (no correction)"}
+        if inp.behaviour is not None and len(inp.P):
+            sel = qf.select_method(inp.behaviour, len(inp.P), protocol=protocol, seed=seed)
+            est = qf.estimate_shares(
+                inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
+            )
+            method = sel.as_dict()
+            method["n_gold"] = len(inp.behaviour.y)
+            method["n_boot"] = n_boot
+        if est is not None and inp.selective:
+            keep = np.arange(k - 1)
+            shown_est = {name: _renormalise(e, keep) for name, e in est.items()}
+            scope = "reports that show a cause (the model's cause-shown decision composed with its cause)"
+        else:
+            shown_est = est
+            scope = (
+                "all failure reports"
+                if d not in (correction.profile.nullable if correction else [])
+                else (
+                    "all failure reports: the labels carry no cause-shown decision, so every report counts as if it "
+                    "showed a cause"
+                )
+            )
+        cats = dim.ids
+        roll = np.eye(len(cats))
+        fields: list[tuple[str, list[str], np.ndarray]] = [(d, cats, roll)]
         if dim.groups:
-            fields.append((f"{d}_group", list(dim.groups), dim))
-        for name, cats, gdim in fields:
-
-            def value(r, d=d, gdim=gdim, dim=dim):
-                v = r.get(d)
-                if v is None or v not in dim.ids:
-                    return None
-                return gdim.group_of(v) if gdim is not None else v
-
-            rows_v = [{name: value(r)} | {"_lib": library_of(r)} for r in lab]
-            out["dimensions"][name] = {
-                "overall": distribution(rows_v, name, cats),
-                "by_library": {lib: distribution([r for r in rows_v if r["_lib"] == lib], name, cats) for lib in libs},
-            }
+            groups = list(dim.groups)
+            g = np.zeros((len(cats), len(groups)))
+            for i, c in enumerate(cats):
+                grp = dim.group_of(c)
+                if grp in groups:
+                    g[i, groups.index(grp)] = 1
+            fields.append((f"{d}_group", groups, g))
+        for name, names, rmat in fields:
+            entry: dict[str, Any] = {"scope": scope, "correction": method}
+            for sub in ["overall"] + libs:
+                s = subsets[sub]
+                counts = np.bincount(s.P.argmax(axis=1), minlength=k) if len(s.P) else np.zeros(k)
+                counts = counts + s.human_counts(k)
+                if inp.selective:
+                    counts = counts[:-1]
+                n = int(counts.sum())
+                e = shown_est[sub] if shown_est is not None else None
+                dist: dict[str, Any] = {
+                    "n": n,
+                    "n_human": int(s.human_counts(k)[: len(cats)].sum()),
+                    "n_missing": inp.n_missing if sub == "overall" else None,
+                    "shares": _table(inp.classes, names, rmat, e, counts, n),
+                }
+                if inp.selective and est is not None:
+                    ns = est[sub]
+                    lo, hi = qf.interval(ns.replicates[:, -1:]) if len(ns.replicates) else (np.full(1, np.nan),) * 2
+                    tot = len(s.P) + s.human_counts(k).sum()
+                    dist["none_shown"] = {
+                        "naive": float(ns.naive[-1]),
+                        "estimate": float(ns.estimate[-1]),
+                        "lo": float(lo[0]),
+                        "hi": float(hi[0]),
+                        "n": int(tot),
+                    }
+                if sub != "overall" and n < SMALL_N:
+                    dist["warning"] = f"small sample: {n} reports; shares are rough"
+                if sub == "overall":
+                    entry["overall"] = dist
+                else:
+                    entry.setdefault("by_library", {})[sub] = dist
+            entry.setdefault("by_library", {})
+            out["dimensions"][name] = entry
+        if d in (correction.profile.nullable if correction else []) and not inp.selective:
+            out["caveats"].append(
+                f"{d}: shares are over all failure reports, as if each showed a cause; in gold most threads never "
+                f"show one (the labels carry no cause-shown decision to exclude them)."
+            )
+        elif inp.selective:
+            out["caveats"].append(f"{d}: shares are over the reports that show a cause; 'none shown' is given apart.")
     dims = tax.dimension_ids
     if len(dims) >= 2:
-        import pandas as pd
-
         a, b = dims[0], dims[1]
-        sub = [r for r in lab if r.get(a) is not None and r.get(b) is not None]
-        if sub:
-            ct = pd.crosstab(
-                pd.Categorical([r[a] for r in sub], categories=tax.dimensions[a].ids),
-                pd.Categorical([r[b] for r in sub], categories=tax.dimensions[b].ids),
-                dropna=False,
-            )
-            out["crosstab"] = {
-                "rows": a,
-                "cols": b,
-                "row_labels": list(ct.index.astype(str)),
-                "col_labels": list(ct.columns.astype(str)),
-                "matrix": ct.values.tolist(),
-            }
+        ia, ib = tax.dimensions[a].ids, tax.dimensions[b].ids
+        m = np.zeros((len(ia), len(ib)), dtype=int)
+        for r in lab:
+            if r.get(a) in ia and r.get(b) in ib:
+                m[ia.index(r[a]), ib.index(r[b])] += 1
+        if m.sum():
+            out["crosstab"] = {"rows": a, "cols": b, "row_labels": ia, "col_labels": ib, "matrix": m.tolist()}
     return out
 
 
-def draw(stats: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    files = []
-    for name, d in stats["dimensions"].items():
-        sh = d["overall"]["shares"]
-        cats = list(sh)
-        vals = np.array([100 * sh[c]["share"] for c in cats])
-        lo = np.array([100 * sh[c]["lo"] for c in cats])
-        hi = np.array([100 * sh[c]["hi"] for c in cats])
-        fig, ax = plt.subplots(figsize=(7.5, 0.38 * len(cats) + 1.6))
-        y = np.arange(len(cats))[::-1]
-        ax.barh(y, vals, xerr=[vals - lo, hi - vals], color="#4C72B0", capsize=3)
-        ax.set_yticks(y, cats)
-        ax.set_xlabel("% of labeled failure reports (95% Wilson interval)")
-        ax.set_title(f"{name} (n={d['overall']['n']})")
-        fig.tight_layout()
-        fn = f"distribution_{name}.png"
-        fig.savefig(out / fn, dpi=110)
-        plt.close(fig)
-        files.append(fn)
-    ct = stats.get("crosstab")
-    if ct:
-        m = np.array(ct["matrix"])
-        fig, ax = plt.subplots(figsize=(0.55 * len(ct["col_labels"]) + 3, 0.45 * len(ct["row_labels"]) + 2.5))
-        ax.imshow(m, cmap="Blues")
-        ax.set_xticks(range(len(ct["col_labels"])), ct["col_labels"], rotation=60, ha="right")
-        ax.set_yticks(range(len(ct["row_labels"])), ct["row_labels"])
-        for i in range(m.shape[0]):
-            for j in range(m.shape[1]):
-                if m[i, j]:
-                    ax.text(
-                        j,
-                        i,
-                        str(m[i, j]),
-                        ha="center",
-                        va="center",
-                        fontsize=8,
-                        color="white" if m[i, j] > m.max() / 2 else "black",
-                    )
-        ax.set_title(f"{ct['rows']} x {ct['cols']}")
-        fig.tight_layout()
-        fig.savefig(out / "crosstab.png", dpi=110)
-        plt.close(fig)
-        files.append("crosstab.png")
-    return files
+# ---------------------------------------------------------------------------------------------
+# the model's gold profile
 
 
-def _pct(s: dict) -> str:
-    if s["n"] == 0:
-        return "-"
-    return f"{100 * s['share']:.2f}% [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}]"
+def correction_for(
+    rows: list[dict[str, Any]], tax: Taxonomy, gold_path: Path | None = None, *, seed: int = 0
+) -> tuple[Correction | None, list[str]]:
+    """The gold profile of the model that labeled `rows`, or None and the reasons why not."""
+    from classify.core.goldfile import load_gold_for
+    from classify.evaluation.profile import gold_profile, options_from_meta
+
+    models = {str(r.get("model")) for r in rows if r.get("model")}
+    if not models:
+        return None, ["the labels carry no `model`: they cannot be corrected for a classifier's errors"]
+    if len(models) > 1:
+        return None, [f"the labels come from several models ({', '.join(sorted(models))}); run the report per model"]
+    model = models.pop()
+    metas = {json.dumps(r.get("run_options"), sort_keys=True) for r in rows if r.get("run_options") is not None}
+    if not metas:
+        return None, ["the labels carry no `run_options` (written before they were recorded): no gold profile"]
+    if len(metas) > 1:
+        return None, ["the labels were made with several option sets; run the report per run"]
+    hashes = {str(r.get("gold_hash")) for r in rows if r.get("gold_hash")}
+    gold = load_gold_for(gold_path, tax)
+    if hashes and gold.hash not in hashes:
+        return None, [
+            f"the labels were made with gold {', '.join(sorted(hashes))} but {gold_path or 'the default gold'} is {gold.hash}: "
+            f"the classifier's errors cannot be measured on the gold it was trained on (pass --gold)"
+        ]
+    has_proba = any(isinstance(r.get(f"{d}_proba"), dict) for r in rows for d in tax.dimension_ids)
+    options = options_from_meta(json.loads(metas.pop()), seed)
+    log.info("measuring %s on gold (out-of-fold, cached after the first time)", model)
+    prof = gold_profile(model, gold, options, seed=seed)
+    caveats = []
+    if not has_proba:
+        caveats.append(f"{model} gives no class probabilities: only count-based methods (CC, ACC) could be applied.")
+    return Correction(model, prof, gold.hash, caveats), []
 
 
-def render_html(stats: dict[str, Any], pngs: list[str], out: Path, examples: dict[str, list[dict]]) -> str:
-    e = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>classify corpus report</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child,th:first-child"
-        "{text-align:left}img{max-width:100%}</style></head><body>",
-        "<h1>Corpus report</h1>",
-        f"<p>{stats['n_rows']} rows; {stats['n_failure_reports']} failure reports labeled; "
-        f"{stats['n_screened_out']} screened out. Models: {e(', '.join(stats['models']))}; "
-        f"taxonomy: {e(', '.join(stats['taxonomies']))}. Shares with 95% Wilson intervals.</p>",
-    ]
-    libs = list(stats["libraries"])
-    for name, d in stats["dimensions"].items():
-        parts.append(f"<h2>{e(name)}</h2><table><tr><th>category</th><th>overall (n={d['overall']['n']})</th>")
-        parts += [f"<th>{e(lib)} (n={d['by_library'][lib]['n']})</th>" for lib in libs]
-        parts.append("</tr>")
-        for cat, s in d["overall"]["shares"].items():
-            parts.append(f"<tr><td>{e(cat)}</td><td>{e(_pct(s))}</td>")
-            parts += [f"<td>{e(_pct(d['by_library'][lib]['shares'][cat]))}</td>" for lib in libs]
-            parts.append("</tr>")
-        parts.append("</table>")
-        if name in examples:
-            parts.append("<details><summary>examples</summary><ul>")
-            for ex in examples[name]:
-                parts.append(
-                    f"<li><b>{e(str(ex['label']))}</b>: {e(str(ex['id']))} {e(str(ex.get('title') or ''))}</li>"
-                )
-            parts.append("</ul></details>")
-    for fn in pngs:
-        b64 = base64.b64encode((out / fn).read_bytes()).decode()
-        parts.append(f"<h3>{e(fn)}</h3><img alt='{e(fn)}' src='data:image/png;base64,{b64}'>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+# ---------------------------------------------------------------------------------------------
+# published shares
 
 
-def write_corpus_report(labels_path: Path, tax: Taxonomy, out: Path, input_path: Path | None = None) -> dict[str, Any]:
-    rows = read_rows(labels_path)
-    stats = corpus_stats(rows, tax)
-    out.mkdir(parents=True, exist_ok=True)
-    titles = {}
-    if input_path:
-        titles = {str(r.get("id")): r.get("title") for r in read_rows(input_path)}
-    examples: dict[str, list[dict]] = {}
-    for d in tax.dimension_ids:
-        seen: Counter = Counter()
+def load_reference(path: Path, tax: Taxonomy) -> dict[str, Any]:
+    """A table of published shares (YAML): `source`, optional `taxonomy`, and `shares`, a list of
+    {dimension, category, share, source?}; shares are fractions in [0, 1]."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such reference file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not a readable YAML file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("shares"), list) or not doc["shares"]:
+        raise ReportError(f"{path}: expected a mapping with a non-empty `shares` list")
+    valid: dict[str, list[str]] = {}
+    for d, dim in tax.dimensions.items():
+        valid[d] = dim.ids
+        if dim.groups:
+            valid[f"{d}_group"] = list(dim.groups)
+    out = []
+    for i, entry in enumerate(doc["shares"], 1):
+        where = f"{path}: shares entry {i}"
+        if not isinstance(entry, dict):
+            raise ReportError(f"{where}: expected a mapping with dimension, category, share")
+        e: dict[str, Any] = entry
+        unknown = set(e) - {"dimension", "category", "share", "source", "note"}
+        if unknown:
+            raise ReportError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        d, c, s = str(e.get("dimension")), e.get("category"), e.get("share")
+        if d not in valid:
+            raise ReportError(f"{where}: unknown dimension {d!r}; known: {', '.join(valid)}")
+        if c not in valid[d]:
+            raise ReportError(f"{where}: unknown {d} category {c!r}; known: {', '.join(valid[d])}")
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s <= 1:
+            hint = (
+                "; it looks like a percentage: write 0.2733 for 27.33%" if isinstance(s, (int, float)) and s > 1 else ""
+            )
+            raise ReportError(f"{where}: share must be a fraction in [0, 1], got {s!r}{hint}")
+        out.append(
+            {
+                "dimension": d,
+                "category": c,
+                "share": float(s),
+                "source": str(e.get("source") or doc.get("source") or path.name),
+                "note": e.get("note"),
+            }
+        )
+    want = doc.get("taxonomy")
+    warn = None
+    if want and want != tax.label:
+        warn = f"the reference is for taxonomy {want}, the labels for {tax.label}"
+    return {"path": str(path), "source": doc.get("source"), "shares": out, "warning": warn}
+
+
+def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for e in ref["shares"]:
+        ours = stats["dimensions"][e["dimension"]]["overall"]["shares"][e["category"]]
+        inside = ours["lo"] <= e["share"] <= ours["hi"] if not math.isnan(ours["lo"]) else None
+        rows.append(
+            e
+            | {
+                "estimate": ours["estimate"],
+                "naive": ours["naive"],
+                "lo": ours["lo"],
+                "hi": ours["hi"],
+                "difference": ours["estimate"] - e["share"],
+                "inside": inside,
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# the report folder
+
+
+def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], per: int = 3) -> dict[str, dict]:
+    """A few of the most confident examples per category, with confidence and link."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for d, dim in tax.dimensions.items():
+        by: dict[str, list[dict]] = {c: [] for c in dim.ids}
         for r in rows:
-            lab = r.get(d)
-            if lab is not None and seen[lab] < 3:
-                seen[lab] += 1
-                examples.setdefault(d, []).append(
-                    {"label": lab, "id": r.get("id"), "title": titles.get(str(r.get("id")))}
-                )
-    atomic_write_text(out / "corpus.json", json.dumps(stats, indent=2) + "\n")
-    pngs = draw(stats, out)
-    atomic_write_text(out / "report.html", render_html(stats, pngs, out, examples))
+            if not is_failure_report(r) or r.get(d) not in by:
+                continue
+            m = meta.get(str(r.get("id")), {})
+            by[r[d]].append(
+                {
+                    "id": r.get("id"),
+                    "title": m.get("title") or r.get("title"),
+                    "url": m.get("url") or r.get("url") or issue_url(r),
+                    "confidence": r.get(f"{d}_confidence"),
+                    "human": is_human(r, d),
+                }
+            )
+        for c in by:
+            by[c].sort(key=lambda x: -(x["confidence"] if isinstance(x["confidence"], (int, float)) else 2.0))
+            by[c] = by[c][:per]
+        out[d] = by
+    return out
+
+
+def issue_url(r: dict[str, Any]) -> str | None:
+    repo, rid = r.get("repo"), str(r.get("id", ""))
+    num = r.get("number") or (rid.rsplit("-", 1)[1] if "-" in rid else None)
+    if isinstance(repo, str) and repo.count("/") == 1 and num is not None and str(num).isdigit():
+        return f"https://github.com/{repo}/issues/{num}"
+    return None
+
+
+def _screened(rows: list[dict[str, Any]], meta: dict[str, dict]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        if is_failure_report(r):
+            continue
+        m = meta.get(str(r.get("id")), {})
+        out.append(
+            {
+                "id": r.get("id"),
+                "title": m.get("title") or r.get("title"),
+                "url": m.get("url") or r.get("url") or issue_url(r),
+                "screening": r.get("screening"),
+                "confidence": r.get("screening_confidence"),
+            }
+        )
+    return out
+
+
+def find_eval_run(model: str, gold_hash: str, dirs: list[Path]) -> dict[str, Any] | None:
+    """The newest eval run of `model` on the same gold, as {path, dimensions: {dim: kappa...}}."""
+    best: tuple[str, Path, dict] | None = None
+    for base in dirs:
+        if not base.is_dir():
+            continue
+        for mfile in base.glob("*/metrics.json"):
+            try:
+                m = json.loads(mfile.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            meta = m.get("meta") or {}
+            if meta.get("model") != model or meta.get("gold_hash") != gold_hash or meta.get("mode") != "cv":
+                continue
+            key = str(meta.get("created_at") or mfile.parent.name)
+            if best is None or key > best[0]:
+                best = (key, mfile.parent, m)
+    if best is None:
+        return None
+    _, path, m = best
+    dims = {}
+    for d, v in (m.get("dimensions") or {}).items():
+        kap = v.get("kappa") or {}
+        cov = None
+        for row in v.get("selective") or []:
+            if isinstance(row, dict) and (row.get("kappa") or 0) >= 0.8:
+                cov = max(cov or 0, row.get("coverage") or 0)
+        dims[d] = {"kappa": kap.get("kappa"), "lo": kap.get("lo"), "hi": kap.get("hi"), "coverage_at_0.80": cov}
+    return {"path": str(path), "created_at": (m.get("meta") or {}).get("created_at"), "dimensions": dims}
+
+
+def write_corpus_report(
+    labels_path: Path,
+    tax: Taxonomy,
+    out: Path,
+    input_path: Path | None = None,
+    *,
+    reference: Path | None = None,
+    gold_path: Path | None = None,
+    correct: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+    eval_dirs: list[Path] | None = None,
+) -> dict[str, Any]:
+    from classify.core import paths
+    import classify.labeling.report_html as report_html
+
+    if n_boot < 0:
+        raise ReportError(f"--bootstrap must be >= 0, got {n_boot}")
+    ref = load_reference(reference, tax) if reference else None  # a bad reference fails before any work
+    rows = read_rows(labels_path)
+    if not rows:
+        raise ReportError(f"{labels_path}: no rows to report on")
+    bad = sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy")} - {tax.label})
+    if bad:
+        raise ReportError(f"{labels_path}: labeled with taxonomy {', '.join(bad)}, but the report uses {tax.label}")
+    meta: dict[str, dict] = {}
+    if input_path:
+        meta = {str(r.get("id")): r for r in read_rows(input_path)}
+    correction, why = correction_for(rows, tax, gold_path, seed=seed) if correct else (None, ["--no-correct given"])
+    stats = corpus_stats(rows, tax, correction, n_boot=n_boot, seed=seed)
+    stats["warnings"] = why
+    stats["model"] = correction.model if correction else (stats["models"][0] if len(stats["models"]) == 1 else None)
+    stats["eval_run"] = None
+    if stats["model"] and (correction or rows[0].get("gold_hash")):
+        gh = correction.gold_hash if correction else str(rows[0].get("gold_hash"))
+        stats["eval_run"] = find_eval_run(stats["model"], gh, eval_dirs or [paths.evals_dir(), paths.EVALS_DIR])
+    if ref is not None:
+        stats["reference"] = {
+            "path": ref["path"],
+            "source": ref["source"],
+            "warning": ref["warning"],
+            "rows": compare_reference(stats, ref),
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "corpus.json", json.dumps(stats, indent=2, default=_json_default) + "\n")
+    figures = report_html.draw(stats, tax, out)
+    page = report_html.render(stats, tax, figures, out, _examples(rows, tax, meta), _screened(rows, meta))
+    atomic_write_text(out / "report.html", page)
     return stats
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    raise TypeError(type(o).__name__)
+
+
+def category_names(tax: Taxonomy) -> dict[str, dict[str, str]]:
+    """Display names: category ids to names, groups to the text before their description's dash."""
+    out: dict[str, dict[str, str]] = {}
+    for d, dim in tax.dimensions.items():
+        out[d] = {c.id: c.name for c in dim.categories} | {NONE_SHOWN: "None shown"}
+        if dim.groups:
+            out[f"{d}_group"] = {g: desc.split(" - ", 1)[0].strip() or g for g, desc in dim.groups.items()}
+    return out
+
+
+def naive_count(rows: list[dict[str, Any]], dim: str) -> Counter:
+    return Counter(r.get(dim) for r in rows if is_failure_report(r) and r.get(dim) is not None)

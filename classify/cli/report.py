@@ -1,0 +1,101 @@
+"""`classify report`: corpus shares of a labels file, corrected for the model's errors, with the
+HTML report and an optional comparison with published shares."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from classify.cli.common import GoldPath, Seed, TaxonomyPath, console, err
+
+
+def _pct(v: float) -> str:
+    return "-" if v is None or math.isnan(v) else f"{100 * v:.2f}%"
+
+
+def report_cmd(
+    labels: Annotated[Path, typer.Argument(help="A labels file written by `classify run`.")],
+    taxonomy: TaxonomyPath = None,
+    gold: GoldPath = None,
+    input: Annotated[
+        Optional[Path], typer.Option("--input", "-i", help="The labeled input, for example titles and links.")
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path],
+        typer.Option("--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/)."),
+    ] = None,
+    reference: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--reference",
+            help="Published shares to compare with (YAML: dimension, category, share, source), e.g. references/seed-study.yaml.",
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples of gold and corpus for the intervals.")
+    ] = 1000,
+    no_correct: Annotated[
+        bool, typer.Option("--no-correct", help="Count labels only (Wilson intervals); skip the gold profile.")
+    ] = False,
+    seed: Seed = 0,
+) -> None:
+    """Shares of symptoms and root causes (and groups), corrected for the model's errors on gold,
+    beside the counts, per library and overall; report.html for reading and citing."""
+    from classify.core.taxonomy import load_taxonomy
+    from classify.labeling.corpus import write_corpus_report
+
+    tax = load_taxonomy(taxonomy)
+    out = out_dir or labels.with_name(labels.stem + ".report")
+    stats = write_corpus_report(
+        labels,
+        tax,
+        out,
+        input,
+        reference=reference,
+        gold_path=gold,
+        correct=not no_correct,
+        n_boot=bootstrap,
+        seed=seed,
+    )
+    for w in stats.get("warnings") or []:
+        err.print(f"warning: {w}", markup=False, highlight=False)
+    console.print(
+        f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
+        f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}"
+    )
+    for name, d in stats["dimensions"].items():
+        c = d["correction"]
+        how = (
+            f"{c['method']} (error {100 * c['error']:.1f} pts TV on shifted gold; counting {100 * c['naive_error']:.1f})"
+            if c["method"] != "none"
+            else "counts"
+        )
+        t = Table(title=f"{name}: {how}; n={d['overall']['n']}")
+        for col in ("category", "count", "count share", "estimate", "95% interval"):
+            t.add_column(col)
+        for cat, sh in d["overall"]["shares"].items():
+            t.add_row(
+                cat, str(sh["k"]), _pct(sh["naive"]), _pct(sh["estimate"]), f"{_pct(sh['lo'])} - {_pct(sh['hi'])}"
+            )
+        console.print(t)
+    ref = stats.get("reference")
+    if ref:
+        t = Table(title=f"published shares ({ref['source'] or ref['path']})")
+        for col in ("dimension", "category", "published", "ours", "95% interval", "difference", "inside"):
+            t.add_column(col)
+        for r in ref["rows"]:
+            t.add_row(
+                r["dimension"],
+                r["category"],
+                _pct(r["share"]),
+                _pct(r["estimate"]),
+                f"{_pct(r['lo'])} - {_pct(r['hi'])}",
+                f"{100 * r['difference']:+.1f} pts",
+                "yes" if r["inside"] else "no",
+            )
+        console.print(t)
+    console.print(f"report: {out}/report.html")

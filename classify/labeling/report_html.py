@@ -1,0 +1,216 @@
+"""The corpus report as one self-contained HTML page a researcher can read, print and cite from:
+a summary (model, taxonomy, agreement with gold, caveats), share tables with category names, the
+correction method and its measured error, published shares beside ours, per-library shares, a
+symptom x root-cause cross table, examples with links, the screened-out list, and figures.
+
+Jinja2 with autoescape renders it, so no issue text reaches the page unescaped; links are only
+ever http(s) URLs; figures are embedded PNGs.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+from typing import Any
+
+from classify.core.taxonomy import Taxonomy
+
+TITLES = {"symptom": "Symptoms", "root_cause": "Root causes", "root_cause_group": "Root-cause groups"}
+
+
+def title_of(name: str) -> str:
+    return TITLES.get(name, name.replace("_", " ").capitalize())
+
+
+def pct(v: Any, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{100 * float(v):.{digits}f}%"
+
+
+def safe_url(u: Any) -> str | None:
+    return u if isinstance(u, str) and (u.startswith("https://") or u.startswith("http://")) else None
+
+
+def draw(stats: dict[str, Any], tax: Taxonomy, out: Path) -> list[dict[str, str]]:
+    """One figure per dimension: the corrected share with its interval, and the naive count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from classify.labeling.corpus import category_names
+
+    names = category_names(tax)
+    figs = []
+    for name, d in stats["dimensions"].items():
+        sh = d["overall"]["shares"]
+        cats = list(sh)
+        if not d["overall"]["n"]:
+            continue
+        est = np.array([100 * sh[c]["estimate"] for c in cats])
+        lo = np.array([100 * sh[c]["lo"] for c in cats])
+        hi = np.array([100 * sh[c]["hi"] for c in cats])
+        naive = np.array([100 * sh[c]["naive"] for c in cats])
+        fig, ax = plt.subplots(figsize=(8, 0.42 * len(cats) + 1.5))
+        y = np.arange(len(cats))[::-1]
+        corrected = stats.get("corrected") and d["correction"].get("method") != "none"
+        ax.barh(y, est, color="#4C72B0", alpha=0.85, label="corrected estimate" if corrected else "share")
+        ax.errorbar(
+            est, y, xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="none", ecolor="#222", capsize=3, lw=1
+        )
+        if corrected:
+            ax.scatter(naive, y, marker="D", color="#DD8452", zorder=3, s=22, label="count of model labels")
+        ax.set_yticks(y, [names.get(name, {}).get(c, c) for c in cats])
+        ax.set_xlabel("% of reports (95% interval)")
+        ax.set_xlim(0, max(5.0, float(np.nanmax(hi)) * 1.08 if np.isfinite(np.nanmax(hi)) else 100.0))
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        title = f"{title_of(name)}: share of {d['scope'].split(' (')[0].split(':')[0]}"
+        ax.set_title(f"{title} (n={d['overall']['n']})", fontsize=10, loc="left")
+        fig.tight_layout()
+        fn = f"distribution_{name}.png"
+        fig.savefig(out / fn, dpi=120)
+        plt.close(fig)
+        figs.append({"file": fn, "title": f"{title} (n={d['overall']['n']})"})
+    return figs
+
+
+TEMPLATE = r"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Corpus report: {{ model or "labels" }} on {{ taxonomy }}</title>
+<style>
+:root{--ink:#1d2330;--muted:#5b6475;--line:#dde1e8;--accent:#2f5d9e;--bg-alt:#f6f7f9}
+*{box-sizing:border-box}
+body{font:15px/1.5 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--ink);max-width:1080px;margin:2.5em auto;padding:0 1.2em}
+h1{font-size:1.7em;margin:0 0 .2em}
+h2{font-size:1.3em;margin:2em 0 .5em;padding-bottom:.2em;border-bottom:2px solid var(--line)}
+h3{font-size:1.05em;margin:1.4em 0 .4em}
+.sub{color:var(--muted);margin:0 0 1.4em}
+.summary{display:grid;grid-template-columns:repeat(auto-fit,minmax(230px,1fr));gap:.8em;margin:1em 0}
+.card{border:1px solid var(--line);border-radius:6px;padding:.7em .9em;background:#fff}
+.card b{display:block;font-size:.78em;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
+.card span{font-size:1.05em}
+.caveats{background:#fff8e6;border:1px solid #f0d58a;border-radius:6px;padding:.6em 1em .6em 2em}
+.warn{color:#8a5a00}
+table{border-collapse:collapse;width:100%;margin:.4em 0 1em;font-size:13.5px}
+th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
+th{background:var(--bg-alt);font-weight:600}
+td:first-child,th:first-child{text-align:left}
+tbody tr:nth-child(even){background:#fbfbfc}
+.wrap{overflow-x:auto}
+.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+.ci{color:var(--muted);font-size:.92em}
+.method{color:var(--muted);font-size:.92em;margin:.2em 0 .6em}
+.yes{color:#1a7f37}.no{color:#b42318}
+figure{margin:1em 0;break-inside:avoid}
+figure img{max-width:100%;height:auto;border:1px solid var(--line)}
+figcaption{font-size:.92em;color:var(--muted)}
+ul.ex{margin:.2em 0 .8em;padding-left:1.2em}
+a{color:var(--accent)}
+details summary{cursor:pointer;color:var(--accent)}
+@media print{body{margin:0;max-width:none;font-size:11pt}h2{break-after:avoid}table,figure{break-inside:avoid}details{display:block}a{color:inherit}}
+</style></head>
+<body>
+<h1>Corpus report</h1>
+<p class="sub">{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out) from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
+
+<div class="summary" id="summary">
+ <div class="card"><b>Model</b><span>{{ model or "unknown" }}</span></div>
+ <div class="card"><b>Taxonomy</b><span>{{ taxonomy }}</span></div>
+ <div class="card"><b>Agreement with gold</b>
+ {% if eval_run %}{% for d, k in eval_run.dimensions.items() if k.kappa is not none and d in dim_titles %}<span>{{ dim_titles[d] }}: κ = {{ "%.2f"|format(k.kappa) }}{% if k.lo is not none %} <span class="ci">[{{ "%.2f"|format(k.lo) }}, {{ "%.2f"|format(k.hi) }}]</span>{% endif %}{% if k["coverage_at_0.80"] %}; κ ≥ 0.80 on the {{ k["coverage_at_0.80"] }}% most confident{% endif %}</span><br>{% endfor %}
+ <span class="ci">eval run {{ eval_run.path.split("/")[-1] }}</span>
+ {% else %}<span>no eval run found for this model and gold</span>{% endif %}</div>
+ <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold (bootstrap 95% intervals); counts beside them{% else %}counts of model labels (95% Wilson intervals), not corrected{% endif %}</span></div>
+</div>
+
+{% if caveats or warnings %}<h3>Caveats</h3><ul class="caveats">
+{% for w in warnings %}<li class="warn">{{ w }}</li>{% endfor %}
+{% for c in caveats %}<li>{{ c }}</li>{% endfor %}
+</ul>{% endif %}
+
+{% if reference %}<h2 id="reference">Published shares beside ours</h2>
+{% if reference.warning %}<p class="warn">{{ reference.warning }}</p>{% endif %}
+<div class="wrap"><table><thead><tr><th>dimension</th><th>category</th><th>published</th><th>our estimate</th><th>95% interval</th><th>difference</th><th>published inside?</th><th>source</th></tr></thead><tbody>
+{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td>{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num">{{ pct(r.estimate) }}</td><td class="num ci">{{ pct(r.lo) }} – {{ pct(r.hi) }}</td><td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td><td>{{ r.source }}</td></tr>{% endfor %}
+</tbody></table></div>{% endif %}
+
+{% for name, d in dims.items() %}
+<h2 id="dim-{{ name }}">{{ dim_titles.get(name, name) }}</h2>
+<p class="method">Over {{ d.scope }}; n = {{ d.overall.n }}{% if d.overall.n_human %} ({{ d.overall.n_human }} coded by people, counted as coded){% endif %}{% if d.overall.n_missing %}; {{ d.overall.n_missing }} without a usable label{% endif %}.
+{% if d.correction.method != "none" %}Estimated by <b>{{ d.correction.method_name }} ({{ d.correction.method }})</b>, chosen on gold by {{ d.correction.protocol }}: mean error {{ pct(d.correction.error) }} total variation against {{ pct(d.correction.naive_error) }} for counting labels.{% else %}Counts of the model's labels.{% endif %}</p>
+<div class="wrap"><table class="shares"><thead><tr><th>category</th><th>count</th><th>count share</th><th>{{ "corrected estimate" if d.correction.method != "none" else "share" }}</th><th>95% interval</th></tr></thead><tbody>
+{% for c, s in d.overall.shares.items() %}<tr data-category="{{ c }}"><td>{{ names[name].get(c, c) }}</td><td class="num">{{ s.k }}</td><td class="num">{{ pct(s.naive) }}</td><td class="num"><b>{{ pct(s.estimate) }}</b></td><td class="num ci">{{ pct(s.lo) }} – {{ pct(s.hi) }}</td></tr>{% endfor %}
+{% if d.overall.none_shown %}<tr><td><i>Reports that show no cause</i> (of {{ d.overall.none_shown.n }})</td><td></td><td class="num">{{ pct(d.overall.none_shown.naive) }}</td><td class="num">{{ pct(d.overall.none_shown.estimate) }}</td><td class="num ci">{{ pct(d.overall.none_shown.lo) }} – {{ pct(d.overall.none_shown.hi) }}</td></tr>{% endif %}
+</tbody></table></div>
+{% if d.by_library %}<h3>By library</h3><div class="wrap"><table class="bylib"><thead><tr><th>category</th>{% for lib, ld in d.by_library.items() %}<th>{{ lib }}<br><span class="ci">n = {{ ld.n }}{% if ld.warning %} ⚠{% endif %}</span></th>{% endfor %}</tr></thead><tbody>
+{% for c in d.overall.shares %}<tr><td>{{ names[name].get(c, c) }}</td>{% for lib, ld in d.by_library.items() %}{% set s = ld.shares[c] %}<td class="num">{{ pct(s.estimate, 0) }} <span class="ci">[{{ pct(s.lo, 0) }}, {{ pct(s.hi, 0) }}]</span></td>{% endfor %}</tr>{% endfor %}
+</tbody></table></div>
+{% set small = d.by_library.items()|selectattr("1.warning")|map(attribute="0")|list %}{% if small %}<p class="warn">⚠ small samples (under {{ small_n }} reports): {{ small|join(", ") }}; their shares are rough.</p>{% endif %}{% endif %}
+{% if name in examples %}<details><summary>Examples per category (most confident first)</summary>
+{% for c, exs in examples[name].items() if exs %}<h3>{{ names[name].get(c, c) }}</h3><ul class="ex">
+{% for ex in exs %}<li>{% if safe_url(ex.url) %}<a href="{{ safe_url(ex.url) }}" rel="noopener noreferrer">{{ ex.id }}</a>{% else %}{{ ex.id }}{% endif %}{% if ex.title %}: {{ ex.title }}{% endif %} <span class="ci">({% if ex.human %}coded by a person{% elif ex.confidence is not none %}confidence {{ "%.2f"|format(ex.confidence) }}{% else %}no confidence{% endif %})</span></li>{% endfor %}
+</ul>{% endfor %}</details>{% endif %}
+{% endfor %}
+
+{% if crosstab %}<h2 id="crosstab">{{ dim_titles.get(crosstab.rows) }} × {{ dim_titles.get(crosstab.cols)|lower }}</h2>
+<p class="method">Counts of model labels (not corrected).</p>
+<div class="wrap"><table class="crosstab"><thead><tr><th></th>{% for c in crosstab.col_labels %}<th>{{ names[crosstab.cols].get(c, c) }}</th>{% endfor %}<th>total</th></tr></thead><tbody>
+{% for r in crosstab.row_labels %}{% set row = crosstab.matrix[loop.index0] %}<tr><td>{{ names[crosstab.rows].get(r, r) }}</td>{% for v in row %}<td class="num">{{ v if v else "" }}</td>{% endfor %}<td class="num"><b>{{ row|sum }}</b></td></tr>{% endfor %}
+</tbody></table></div>{% endif %}
+
+{% if figures %}<h2 id="figures">Figures</h2>
+{% for f in figures %}<figure><img alt="{{ f.title }}" src="data:image/png;base64,{{ f.b64 }}"><figcaption>Figure {{ loop.index }}. {{ f.title }}{% if corrected %}: bars are the corrected estimates with 95% intervals, diamonds the counts of model labels{% endif %}.</figcaption></figure>{% endfor %}{% endif %}
+
+<h2 id="screened">Screened out ({{ screened|length }})</h2>
+{% if screened %}<p class="method">Threads the screening step judged not to be failure reports; listed for audit.</p>
+<div class="wrap"><table class="screened"><thead><tr><th>issue</th><th>title</th><th>screening</th><th>confidence</th></tr></thead><tbody>
+{% for s in screened %}<tr><td>{% if safe_url(s.url) %}<a href="{{ safe_url(s.url) }}" rel="noopener noreferrer">{{ s.id }}</a>{% else %}{{ s.id }}{% endif %}</td><td style="text-align:left">{{ s.title or "" }}</td><td>{{ s.screening }}</td><td class="num">{{ "%.2f"|format(s.confidence) if s.confidence is not none else "" }}</td></tr>{% endfor %}
+</tbody></table></div>{% else %}<p class="method">None.</p>{% endif %}
+</body></html>
+"""
+
+
+def render(
+    stats: dict[str, Any],
+    tax: Taxonomy,
+    figures: list[dict[str, str]],
+    out: Path,
+    examples: dict[str, dict[str, list[dict]]],
+    screened: list[dict[str, Any]],
+) -> str:
+    import jinja2
+
+    from classify.labeling.corpus import SMALL_N, category_names
+
+    env = jinja2.Environment(autoescape=True)
+    tpl = env.from_string(TEMPLATE)
+    figs = [f | {"b64": base64.b64encode((out / f["file"]).read_bytes()).decode()} for f in figures]
+    dim_titles = {d: title_of(d) for d in stats["dimensions"]}
+    return tpl.render(
+        model=stats.get("model"),
+        taxonomy=", ".join(stats["taxonomies"]) or tax.label,
+        n_rows=stats["n_rows"],
+        n_fail=stats["n_failure_reports"],
+        n_screened=stats["n_screened_out"],
+        libraries=stats["libraries"],
+        eval_run=stats.get("eval_run"),
+        corrected=stats.get("corrected"),
+        caveats=stats.get("caveats") or [],
+        warnings=stats.get("warnings") or [],
+        reference=stats.get("reference"),
+        dims=stats["dimensions"],
+        dim_titles=dim_titles,
+        names=category_names(tax),
+        examples=examples,
+        crosstab=stats.get("crosstab"),
+        figures=figs,
+        screened=screened,
+        pct=pct,
+        safe_url=safe_url,
+        small_n=SMALL_N,
+    )
