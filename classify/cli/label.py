@@ -77,6 +77,21 @@ def run_cmd(
         list[str],
         typer.Option("--target", help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa)."),
     ] = [],  # noqa: B006
+    keep: Annotated[
+        Optional[str],
+        typer.Option("--keep", help="Input fields copied to every row, comma-separated (default: title,url)."),
+    ] = None,
+    no_keep: Annotated[bool, typer.Option("--no-keep", help="Copy no input field besides id and repo.")] = False,
+    max_invalid: Annotated[
+        float,
+        typer.Option(
+            "--max-invalid",
+            min=0.0,
+            max=1.0,
+            help="Exit with status 1 when a dimension's share of invalid answers exceeds this (all invalid "
+            "always fails). The rows are written either way.",
+        ),
+    ] = 0.2,
     seed: Seed = 0,
     encoder: EncoderName = None,
     no_discussion: NoDiscussion = False,
@@ -90,11 +105,15 @@ def run_cmd(
 
     from classify.classifiers.base import ModelOptions
     from classify.labeling.pipeline import Progress, estimate_labeling, label_file
+    from classify.labeling.resumable import DEFAULT_KEEP
 
     options = model_options(
         encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm, model=model
     )
     targets = {k: _kappa_value(k, v) for k, v in parse_opts(target, "--target").items()}
+    if keep is not None and no_keep:
+        fail("--keep and --no-keep: give one")
+    kept = () if no_keep else tuple(f.strip() for f in keep.split(",") if f.strip()) if keep else DEFAULT_KEEP
     if (screen_opt or screen_model) and not screen:
         fail(f"{'--screen-opt' if screen_opt else '--screen-model'}: only with --screen")
     screen_options = ModelOptions(
@@ -126,6 +145,7 @@ def run_cmd(
             screen_options=screen_options,
             target_kappa=target_kappa,
             targets=targets,
+            keep=kept,
             progress=Progress(
                 log=lambda m: err.print(m, markup=False, highlight=False),
                 encoded=enc_bar.update,
@@ -171,13 +191,29 @@ def run_cmd(
         err.print(line, markup=False, highlight=False)
     st = summary.model_stats
     if st is not None:
+        _print_stats(st)
+    n_rows = max(1, summary.total - summary.screened_out)
+    bad = {d: n for d, n in summary.invalid.items() if n and (n / n_rows > max_invalid or n == n_rows)}
+    if bad:
         err.print(
-            f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
-            f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
-            + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),
+            "error: too many invalid answers: "
+            + ", ".join(f"{d} {n}/{n_rows} ({n / n_rows:.0%})" for d, n in bad.items())
+            + f" > --max-invalid {max_invalid:.0%}. The rows are written, but this run is not a usable labeling "
+            "(is the model server reachable and answering in the expected format? `classify logs` shows its answers).",
             markup=False,
             highlight=False,
         )
+        raise typer.Exit(1)
+
+
+def _print_stats(st) -> None:
+    err.print(
+        f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
+        f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
+        + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),
+        markup=False,
+        highlight=False,
+    )
 
 
 def _kappa_value(dim: str, value: object) -> float:

@@ -18,13 +18,15 @@ from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.core import paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
-from classify.core.records import read_records
+from classify.core.records import CORE_FIELDS, read_records
 from classify.core.taxonomy import load_taxonomy
 from classify.labeling.resumable import (
+    DEFAULT_KEEP,
     RunError,
     RunSummary,
     input_fingerprint,
     label_records,
+    output_lock,
     partial_path,
     provenance_for,
     run_signature,
@@ -76,6 +78,7 @@ def label_file(
     screen_options: ModelOptions | None = None,
     target_kappa: float | None = None,
     targets: dict[str, float] | None = None,
+    keep: tuple[str, ...] = DEFAULT_KEEP,
     progress: Progress | None = None,
 ) -> RunSummary:
     """Train `model` on gold and write one labeled row per record of `input` to `out` (.jsonl, .csv,
@@ -85,6 +88,8 @@ def label_file(
     With `screen`, a screening model (trained on gold/screening.jsonl, with its own `screen_options`)
     decides first; only failure reports get a symptom and root cause.
 
+    `keep` names input fields copied to every row (default title and url; () for none).
+
     `target_kappa` (every dimension, screening included) and `targets` ({dimension: kappa}, overriding)
     route each label (classify.labeling.routing): `<dim>` holds the label only where the model may give
     it alone at that agreement with the coders, `<dim>_status` says auto / review / none_shown, and
@@ -93,7 +98,6 @@ def label_file(
     """
     t0 = time.perf_counter()
     progress = progress or Progress()
-    say = progress.log or (lambda msg: None)
     out = Path(out)
     if chunk_size < 1:
         raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
@@ -104,8 +108,50 @@ def label_file(
         raise RunError(f"{out} is a file; a .hf output is a dataset folder")
     if out.is_dir() and out.suffix != ".hf":
         raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
+    with output_lock(out):
+        return _label_file_locked(
+            model,
+            input,
+            out,
+            taxonomy,
+            gold,
+            options,
+            force,
+            chunk_size,
+            screen,
+            screen_model,
+            screen_options,
+            target_kappa,
+            targets,
+            keep,
+            progress,
+            t0,
+        )
+
+
+def _label_file_locked(
+    model,
+    input,
+    out,
+    taxonomy,
+    gold,
+    options,
+    force,
+    chunk_size,
+    screen,
+    screen_model,
+    screen_options,
+    target_kappa,
+    targets,
+    keep,
+    progress,
+    t0,
+) -> RunSummary:
+    say = progress.log or (lambda msg: None)
     tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     _check_out(out, [Path(input), tax.path, g.path])
+    keep = tuple(keep)
+    _check_keep(keep, records, tax.dimension_ids)
     dims = tax.dimension_ids
     routed = parse_targets(target_kappa, targets or {}, dims + (["screening"] if screen else []))
     screen_target = routed.pop("screening", None)
@@ -119,6 +165,7 @@ def label_file(
         "taxonomy": tax.fingerprint(),
         "gold": g.hash,
         "input": input_fingerprint(Path(input)),
+        **({"keep": list(keep)} if keep != DEFAULT_KEEP else {}),
         **({"targets": routed, "screen_target": screen_target} if routed or screen_target else {}),
     }
     screen_clf: Classifier | None = None
@@ -179,6 +226,7 @@ def label_file(
             screen_prepare=screen_clf.prepare if screen_clf is not None else None,
             screen_fields=screen_fields,
             dims=dims,
+            keep=keep,
             **fields,
         )
         summary.model_stats = clf.stats
@@ -188,6 +236,16 @@ def label_file(
             screen_clf.close()
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:
+    """--keep names fields the input has (a typo would silently give an empty column) and no label field."""
+    present = set(CORE_FIELDS) | {k for r in records for k in r.fields}
+    for k in keep:
+        if k in ("id", "repo") or k in dims:
+            raise UsageError(f"--keep {k}: that field is written anyway (or is a label)")
+        if k not in present:
+            raise UsageError(f"--keep {k}: no such field in the input (fields: {', '.join(sorted(present))})")
 
 
 def _router(model: str, gold, options: ModelOptions, targets: dict[str, float], say) -> Router:

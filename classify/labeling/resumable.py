@@ -8,11 +8,13 @@ and the partial file removed.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,8 +23,9 @@ from typing import Any
 from classify.classifiers.base import Classifier, Prediction
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
-from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
+from classify.core.records import CORE_FIELDS, Record, atomic_write_text, line_problems, read_json_lines, write_rows
 
+DEFAULT_KEEP = ("title", "url")  # input fields copied to every row, so a spot-check needs no join
 ROUTED = ("auto", "review", "none_shown")  # <dim>_status values of a routed run (classify.labeling.routing)
 
 
@@ -43,6 +46,34 @@ class RunSummary:
     # routed runs (--target-kappa): dimension -> {"auto": n, "review": n, "none_shown": n}
     routing: dict[str, dict[str, int]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold `<out>.lock` for the run: a second run on the same output is refused at once, not left to
+    tear the checkpoint. The lock is the kernel's (flock), so a killed run never leaves a stale one."""
+    lock = out.with_name(out.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    f = lock.open("a+")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            who = f.read().strip() or "another process"
+            raise RunError(
+                f"{out}: another classify run is writing it ({who}); wait for it or pick another --out"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        f.close()
 
 
 def partial_path(out: Path) -> Path:
@@ -127,6 +158,7 @@ def label_records(
     fields: FieldsFn = _default_fields,
     screen_fields: Callable[[list[Prediction]], list[dict[str, Any]]] | None = None,
     dims: list[str] | None = None,
+    keep: tuple[str, ...] = DEFAULT_KEEP,
 ) -> RunSummary:
     """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
 
@@ -161,7 +193,7 @@ def label_records(
                 prepare(todo_block, progress=prepare_progress)
             for start in range(0, len(todo_block), chunk_size):
                 chunk = todo_block[start : start + chunk_size]
-                rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims)
+                rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep)
                 for row in rows:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 f.flush()
@@ -186,13 +218,18 @@ def label_records(
     return summary
 
 
-def _base(r: Record) -> dict[str, Any]:
-    return {"id": r.id, "repo": r.repo}
+def _base(r: Record, keep: tuple[str, ...]) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": r.id, "repo": r.repo}
+    for k in keep:
+        row[k] = getattr(r, k) if k in CORE_FIELDS else r.fields.get(k)
+    return row
 
 
-def _label_chunk(clf, chunk, provenance, screen, fields: FieldsFn, screen_fields, dims: list[str]) -> list[dict]:
+def _label_chunk(
+    clf, chunk, provenance, screen, fields: FieldsFn, screen_fields, dims: list[str], keep: tuple[str, ...]
+) -> list[dict]:
     if screen is None:
-        return [{**_base(r), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
+        return [{**_base(r, keep), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
     decisions = screen(chunk)
     if screen_fields is None:
         decided = [
@@ -202,19 +239,19 @@ def _label_chunk(clf, chunk, provenance, screen, fields: FieldsFn, screen_fields
             }
             for d in decisions
         ]
-        keep = [i for i, d in enumerate(decisions) if d.label == "failure_report"]
+        kept = [i for i, d in enumerate(decisions) if d.label == "failure_report"]
     else:  # routed: a doubtful screening decision is reviewed, and its record labeled for the reviewer
         decided = screen_fields(decisions)
-        keep = [
+        kept = [
             i
             for i, f in enumerate(decided)
             if f.get("screening_suggestion") == "failure_report" or f.get("screening_status") == "review"
         ]
-    labeled = fields(clf.predict([chunk[i] for i in keep])) if keep else []
-    by_i = dict(zip(keep, labeled))
+    labeled = fields(clf.predict([chunk[i] for i in kept])) if kept else []
+    by_i = dict(zip(kept, labeled))
     rows = []
     for i, r in enumerate(chunk):
-        row = {**_base(r), **decided[i]}
+        row = {**_base(r, keep), **decided[i]}
         if i in by_i:
             row.update(by_i[i])
         else:  # screened out: no symptom or root cause

@@ -1,0 +1,101 @@
+"""`classify run` guards from issue #11: title/url kept on every row (--keep), a lock on the output,
+and --max-invalid turning a run of invalid answers into a failed exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import write_jsonl
+from fake_openai_server import FakeOpenAI
+from typer.testing import CliRunner
+
+from classify.cli.main import app
+from classify.labeling.pipeline import label_file
+from classify.labeling.resumable import RunError, output_lock
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def small_input(tmp_path):
+    rows = [
+        {
+            "id": f"x{k}",
+            "repo": "org/lib",
+            "url": f"https://github.com/org/lib/issues/{k}",
+            "title": f"crash {k}",
+            "body": "segfault in kernel",
+            "team": "gpu",
+        }
+        for k in range(4)
+    ]
+    return write_jsonl(tmp_path / "in.jsonl", rows)
+
+
+def test_rows_keep_title_and_url_by_default_and_keep_is_checked(small_input, tmp_path):
+    out = tmp_path / "a.jsonl"
+    label_file("tfidf-logreg", small_input, out)
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["title"] == "crash 0" and row["url"] == "https://github.com/org/lib/issues/0"
+    label_file("tfidf-logreg", small_input, tmp_path / "b.jsonl", keep=("team",))
+    row = json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])
+    assert row["team"] == "gpu" and "title" not in row
+    label_file("tfidf-logreg", small_input, tmp_path / "c.jsonl", keep=())
+    assert "title" not in json.loads((tmp_path / "c.jsonl").read_text().splitlines()[0])
+    with pytest.raises(ValueError, match="--keep tema: no such field"):
+        label_file("tfidf-logreg", small_input, tmp_path / "d.jsonl", keep=("tema",))
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            "tfidf-logreg",
+            "-i",
+            str(small_input),
+            "-o",
+            str(tmp_path / "e.jsonl"),
+            "--keep",
+            "title",
+            "--no-keep",
+        ],
+    )
+    assert r.exit_code == 2 and "--keep and --no-keep" in r.output
+
+
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_holds_it(small_input, tmp_path):
+    out = tmp_path / "labels.jsonl"
+    with output_lock(out):
+        with pytest.raises(RunError, match="another classify run is writing it"):
+            label_file("tfidf-logreg", small_input, out)
+        r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "-i", str(small_input), "-o", str(out)])
+        assert r.exit_code == 2 and "another classify run is writing it" in r.output
+    assert not out.exists()
+    label_file("tfidf-logreg", small_input, out)  # released: the next run goes ahead
+    assert len(out.read_text().splitlines()) == 4
+    assert not out.with_name(out.name + ".lock").exists()
+
+
+def test_all_invalid_answers_fail_the_run_but_keep_the_rows(tmp_path, taxonomy):
+    rows = [{"id": f"i{k}", "title": f"i{k} [fault:400:99] kernel fails", "body": "b"} for k in range(5)]
+    inp, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "labels.jsonl"
+    with FakeOpenAI({d: dim.ids for d, dim in taxonomy.dimensions.items()}) as fake:
+        args = ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "-i", str(inp), "-o", str(out)]
+        r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    assert "too many invalid answers: symptom 5/5 (100%)" in " ".join(r.output.split())
+    assert len(out.read_text().splitlines()) == 5  # nothing already labeled is lost
+
+
+def test_a_few_invalid_answers_pass_under_the_threshold(tmp_path, taxonomy):
+    rows = [
+        {"id": f"i{k}", "title": f"i{k} {'[fault:400:99] ' if k == 0 else ''}kernel fails", "body": "b"}
+        for k in range(10)
+    ]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    with FakeOpenAI({d: dim.ids for d, dim in taxonomy.dimensions.items()}) as fake:
+        base = ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "-i", str(inp)]
+        ok = runner.invoke(app, base + ["-o", str(tmp_path / "a.jsonl")])
+        strict = runner.invoke(app, base + ["-o", str(tmp_path / "b.jsonl"), "--max-invalid", "0.05"])
+    assert ok.exit_code == 0, ok.output
+    assert strict.exit_code == 1 and "symptom 1/10 (10%)" in " ".join(strict.output.split())
