@@ -99,7 +99,7 @@ h3{font-size:1.05em;margin:1.4em 0 .4em}
 table{border-collapse:collapse;width:100%;margin:.4em 0 1em;font-size:13.5px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
 th{background:var(--bg-alt);font-weight:600}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,.txt{text-align:left}
 tbody tr:nth-child(even){background:#fbfbfc}
 .wrap{overflow-x:auto}
 .num{font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -135,8 +135,9 @@ details summary{cursor:pointer;color:var(--accent)}
 
 {% if reference %}<h2 id="reference">Published shares beside ours</h2>
 {% if reference.warning %}<p class="warn">{{ reference.warning }}</p>{% endif %}
-<div class="wrap"><table><thead><tr><th>dimension</th><th>category</th><th>published</th><th>our estimate</th><th>95% interval</th><th>difference</th><th>published inside?</th><th>source</th></tr></thead><tbody>
-{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td>{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num">{{ pct(r.estimate) }}</td><td class="num ci">{{ pct(r.lo) }} – {{ pct(r.hi) }}</td><td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td><td>{{ r.source }}</td></tr>{% endfor %}
+{% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Inside: whether the published share falls in our 95% interval.</p>
+<div class="wrap"><table class="reference"><thead><tr><th>dimension</th><th class="txt">category</th><th>published</th><th>our estimate</th><th>95% interval</th><th>difference</th><th>inside?</th>{% if sources|length > 1 %}<th class="txt">source</th>{% endif %}</tr></thead><tbody>
+{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num"><b>{{ pct(r.estimate) }}</b></td><td class="num ci">{{ pct(r.lo) }} – {{ pct(r.hi) }}</td><td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td>{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
 </tbody></table></div>{% endif %}
 
 {% for name, d in dims.items() %}
