@@ -579,8 +579,8 @@ def write_corpus_report(
     seed: int = 0,
     eval_dirs: list[Path] | None = None,
 ) -> dict[str, Any]:
-    from classify.core import paths
     import classify.labeling.report_html as report_html
+    from classify.core import paths
 
     if n_boot < 0:
         raise ReportError(f"--bootstrap must be >= 0, got {n_boot}")
