@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from classify.classifiers.base import ModelOptions, make_classifier
+from classify.classifiers.base import ModelOptions
 from classify.core.causeshown import NONE_SHOWN
 from classify.core.gold import GoldSet
 from classify.core.goldfile import load_task
@@ -51,7 +51,7 @@ def one_split(spec: str, gold: GoldSet, target: float, holdout: float, seed: int
     dims = gold.taxonomy.dimension_ids
     router = make_router(spec, dev, options, {d: target for d in dims})
     train = router.training_gold
-    with make_classifier(spec, train.taxonomy, options) as clf:
+    with router.labeling_model(spec, options) as clf:
         clf.fit(train.records, train.labels)
         rows = router.fields(clf.predict(held.records))
     out = {}
@@ -89,12 +89,16 @@ def main() -> None:
     ap.add_argument("--holdout", type=float, default=0.3)
     a = ap.parse_args()
     _, gold = load_task("labels", None, None)
-    print(f"{a.model}: target kappa {a.target}; {a.splits} splits, {a.holdout:.0%} of {len(gold)} gold reports held back")
+    print(
+        f"{a.model}: target kappa {a.target}; {a.splits} splits, {a.holdout:.0%} of {len(gold)} gold reports held back"
+    )
     t0 = time.perf_counter()
     results = [one_split(a.model, gold, a.target, a.holdout, seed) for seed in range(a.splits)]
     for d in results[0]:
         print(f"\n{d}:")
-        print("  split  auto  (none shown)  accuracy  kappa(dim scale)  in-slice kappa  promised(dev bound)  dev coverage")
+        print(
+            "  split  auto  (none shown)  accuracy  kappa(dim scale)  in-slice kappa  promised(dev bound)  dev coverage"
+        )
         for s, res in enumerate(results):
             r = res[d]
             print(

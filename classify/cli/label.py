@@ -1,4 +1,4 @@
-"""`classify run` (bulk labeling) and `classify report` (corpus shares of a labels file)."""
+"""`classify run`: bulk labeling, optionally routed by a target kappa (docs/trust.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from classify.cli.common import (
     BatchSize,
@@ -33,9 +32,14 @@ from classify.core import paths
 def run_cmd(
     model: ModelSpec = "embed-logreg",
     input: Annotated[
-        Path,
-        typer.Option("--input", "-i", help="Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder."),
-    ] = paths.DEFAULT_INPUT,
+        Optional[Path],
+        typer.Option(
+            "--input",
+            "-i",
+            help=f"Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: data/issues.jsonl "
+            f"{paths.DEFAULTS_NOTE}).",
+        ),
+    ] = None,
     out: Annotated[
         Path,
         typer.Option(
@@ -120,7 +124,9 @@ def run_cmd(
         seed=seed, show_progress=False, batch_size=batch_size, extra=parse_opts(screen_opt, "--screen-opt")
     )
     if llm.dry_run:
-        for text in estimate_labeling(model, input, taxonomy=taxonomy, gold=gold, options=options, screen=screen):
+        for text in estimate_labeling(
+            model, input or paths.default_input(), taxonomy=taxonomy, gold=gold, options=options, screen=screen
+        ):
             console.print(text)
         return
     # delay: no empty bars above the training messages; totals arrive once the input is read
@@ -133,7 +139,7 @@ def run_cmd(
     try:
         summary = label_file(
             model,
-            input,
+            input or paths.default_input(),
             out,
             taxonomy=taxonomy,
             gold=gold,
@@ -221,40 +227,3 @@ def _kappa_value(dim: str, value: object) -> float:
         fail(f"--target {dim}={value}: the target must be a number between 0 and 1")
     assert isinstance(value, (int, float))
     return float(value)
-
-
-def report_cmd(
-    labels: Annotated[Path, typer.Argument(help="A labels file written by `classify run`.")],
-    taxonomy: TaxonomyPath = None,
-    input: Annotated[
-        Optional[Path], typer.Option("--input", "-i", help="The labeled input, to show example titles.")
-    ] = None,
-    out_dir: Annotated[
-        Optional[Path],
-        typer.Option("--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/)."),
-    ] = None,
-) -> None:
-    """Distribution of symptoms and root causes (and groups) with 95% intervals, per library and overall."""
-    from classify.core.taxonomy import load_taxonomy
-    from classify.labeling.corpus import write_corpus_report
-
-    tax = load_taxonomy(taxonomy)
-    out = out_dir or labels.with_name(labels.stem + ".report")
-    stats = write_corpus_report(labels, tax, out, input)
-    console.print(
-        f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
-        f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}"
-    )
-    for name, d in stats["dimensions"].items():
-        t = Table(title=f"{name} (n={d['overall']['n']}, no label: {d['overall']['n_missing']})")
-        for col in ("category", "n", "share", "95% CI"):
-            t.add_column(col)
-        for cat, sh in d["overall"]["shares"].items():
-            t.add_row(
-                cat,
-                str(sh["k"]),
-                f"{100 * sh['share']:.2f}%" if sh["n"] else "-",
-                f"[{100 * sh['lo']:.1f}, {100 * sh['hi']:.1f}]" if sh["n"] else "-",
-            )
-        console.print(t)
-    console.print(f"report: {out}/report.html")

@@ -18,6 +18,7 @@ from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.core import paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
+from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import CORE_FIELDS, read_records
 from classify.core.taxonomy import load_taxonomy
 from classify.labeling.resumable import (
@@ -32,7 +33,7 @@ from classify.labeling.resumable import (
     run_signature,
     strip_label_fields,
 )
-from classify.labeling.routing import Router, make_router, parse_targets
+from classify.labeling.routing import FoldModels, Router, make_router, parse_targets
 
 
 @dataclass
@@ -46,10 +47,7 @@ class Progress:
 
 
 def _check_out(out: Path, inputs: list[Path | None]) -> None:
-    """Refuse an output that is one of the inputs, however the path is spelled."""
-    for p in inputs:
-        if p is not None and Path(p).exists() and Path(p).resolve() == out.resolve():
-            raise RunError(f"--out {out} is one of the inputs ({p}); writing it would destroy that file")
+    refuse_output_over_inputs(out, inputs, flag="--out", error=RunError)
 
 
 def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: ModelOptions | None):
@@ -65,7 +63,7 @@ def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: Mode
 
 def label_file(
     model: str,
-    input: str | Path = paths.DEFAULT_INPUT,
+    input: str | Path | None = None,
     out: str | Path = "labels.jsonl",
     *,
     taxonomy: str | Path | None = None,
@@ -98,6 +96,7 @@ def label_file(
     """
     t0 = time.perf_counter()
     progress = progress or Progress()
+    input = Path(input) if input else paths.default_input()
     out = Path(out)
     if chunk_size < 1:
         raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
@@ -189,8 +188,11 @@ def _label_file_locked(
             if screen_target is not None:
                 s_router = _router(screen_model, s_gold, s_opts, {"screening": screen_target}, say)
                 screen_fields = lambda ps: s_router.fields({"screening": ps})  # noqa: E731
+                screen_clf.close()
+                screen_clf = s_router.labeling_model(screen_model, s_opts)
             say(f"training screening model {screen_model} on {len(s_gold)} screening records")
-            screen_clf.fit(s_gold.records, s_gold.labels)
+            s_train = s_router.training_gold if screen_target is not None else s_gold
+            screen_clf.fit(s_train.records, s_train.labels)
             fitted = screen_clf
             screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
         router = None
@@ -199,9 +201,10 @@ def _label_file_locked(
             router = _router(model, g, options, routed, say)
             train_gold = router.training_gold  # with the "cause shown" decisions the thresholds assume
             clf.close()
-            clf = make_classifier(model, train_gold.taxonomy, options)
+            clf = router.labeling_model(model, options)
             fields["fields"] = router.fields
-        say(f"training {model} on {len(g)} gold records ({tax.label})")
+        n_models = f"{len(clf.members)} fold models of " if isinstance(clf, FoldModels) else ""
+        say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
         clf.fit(train_gold.records, train_gold.labels)
         prov = provenance_for(clf, g)
         prov["taxonomy"] = tax.label
@@ -266,7 +269,7 @@ def _router(model: str, gold, options: ModelOptions, targets: dict[str, float], 
 
 def estimate_labeling(
     model: str,
-    input: str | Path = paths.DEFAULT_INPUT,
+    input: str | Path | None = None,
     *,
     taxonomy: str | Path | None = None,
     gold: str | Path | None = None,
@@ -274,6 +277,7 @@ def estimate_labeling(
     screen: bool = False,
 ) -> list[str]:
     """Dry run of `label_file` for LLM specs: what it would send, as printable text; sends nothing."""
+    input = Path(input) if input else paths.default_input()
     from classify.classifiers.llm.estimate import dry_run_estimates
 
     _, records, g, _, clf = _prepare_inputs(model, input, taxonomy, gold, options)

@@ -15,10 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from classify.classifiers.base import ModelOptions, Prediction
+import numpy as np
+
+from classify.classifiers.base import (
+    Classifier,
+    ModelOptions,
+    Prediction,
+    make_classifier,
+    predictions_from_proba,
+    uses_llm,
+)
 from classify.core.causeshown import NONE_SHOWN
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
+from classify.core.records import Record
+from classify.core.taxonomy import Taxonomy
 from classify.evaluation.profile import GoldProfile, gold_profile
 from classify.evaluation.thresholds import Threshold, apply_threshold
 
@@ -51,6 +62,14 @@ class Router:
     def training_gold(self) -> GoldSet:
         """Gold as the labeling model must be trained (with the `_shown` decisions)."""
         return self.profile.gold
+
+    def labeling_model(self, spec: str, options: ModelOptions) -> Classifier:
+        """The unfitted model to label new reports with (fit it on `training_gold`): the fold models
+        for trained specs, one model for LLM specs (their fold "models" differ by examples only)."""
+        g = self.training_gold
+        if uses_llm(spec):
+            return make_classifier(spec, g.taxonomy, options)
+        return FoldModels(spec, g.taxonomy, options, list(self.profile.result.folds))
 
     def fields(self, preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
         """Per record, the label fields of every dimension (raw probabilities kept for the corpus report)."""
@@ -98,6 +117,62 @@ class Router:
                 for d, t in self.thresholds.items()
             }
         }
+
+
+class FoldModels(Classifier):
+    """The profile's fold models, their class probabilities averaged: what labels new reports in a
+    routed run. The thresholds were set on these models' out-of-fold behaviour; one model trained on
+    all of gold is more confident than they were, so more reports would pass its thresholds than the
+    guarantee covers (measured: benchmarks/trust_holdout.py, docs/trust.md). Averaging k models can
+    only soften the confidence, which errs on the side of review."""
+
+    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, folds: list[int]):
+        super().__init__(spec, taxonomy, options, None)
+        self.folds = folds
+        self.models = [make_classifier(spec, taxonomy, options) for _ in sorted(set(folds))]
+
+    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> FoldModels:
+        if len(records) != len(self.folds):
+            raise ValueError(f"fold models: {len(records)} records for {len(self.folds)} fold assignments")
+        for f, m in zip(sorted(set(self.folds)), self.models):
+            idx = [i for i, x in enumerate(self.folds) if x != f]
+            m.fit([records[i] for i in idx], {d: [ys[i] for i in idx] for d, ys in labels.items()})
+        return self
+
+    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
+        # The first model encodes (and caches); the others then find every text in the cache.
+        for j, m in enumerate(self.models):
+            m.prepare(records, progress=progress if j == 0 else None)
+
+    def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        outs = [m.predict(records) for m in self.models]
+        merged: dict[str, list[Prediction]] = {}
+        for d in outs[0]:
+            merged[d] = [_average([o[d][i] for o in outs]) for i in range(len(records))]
+        return merged
+
+    def provenance(self) -> dict[str, Any]:
+        return {**self.models[0].provenance(), "fold_models": len(self.models)}
+
+    @property
+    def stats(self) -> Any:
+        return self.models[0].stats
+
+    @property
+    def members(self) -> list[Classifier]:
+        return list(self.models)
+
+    def close(self) -> None:
+        for m in self.models:
+            m.close()
+
+
+def _average(preds: list[Prediction]) -> Prediction:
+    if any(p.proba is None for p in preds):
+        return preds[0]  # no probabilities to average (cannot happen for trained specs)
+    classes = sorted({c for p in preds for c in p.proba or {}})
+    P = np.array([[(p.proba or {}).get(c, 0.0) for c in classes] for p in preds]).mean(axis=0, keepdims=True)
+    return predictions_from_proba(classes, P)[0]
 
 
 def make_router(

@@ -197,7 +197,37 @@ def _load_label_run(path: Path, taxonomy_label: str, dims: list[str]) -> list[di
     return rows
 
 
-def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence: float) -> None:
+ROUTED_STATUSES = ("auto", "review", "none_shown")  # classify.labeling.routing
+NONE_SHOWN = "none_shown"
+ROUTED_WEIGHT = 0.6  # a label the guarantee could not cover outranks a plain low-confidence flag
+RARE_BONUS = 0.15  # a suggestion of a category gold rarely holds: a decision teaches more
+
+
+def _routed_reason(row: dict, d: str, model: str, source: str, rarity: dict[str, dict[str, float]]) -> Reason:
+    sug, conf = row.get(f"{d}_suggestion"), row.get(f"{d}_confidence")
+    routing = (row.get("routing") or {}).get(d) or {}
+    share = rarity.get(d, {}).get(str(sug), 0.0)
+    weight = (
+        ROUTED_WEIGHT + 0.3 * (1.0 - float(conf if conf is not None else 0.0)) + (RARE_BONUS if share < 0.05 else 0.0)
+    )
+    target = routing.get("target_kappa")
+    return Reason(
+        kind="routed",
+        source=source,
+        weight=round(weight, 4),
+        detail=f"{model} suggests {sug} ({_fmt(conf)}), below the threshold for kappa {target}"
+        + (f" (a category {share:.0%} of gold holds)" if share < 0.05 else ""),
+    )
+
+
+def _run_views(
+    runs: dict[str, list[dict]], dims, views, reasons, min_confidence: float, gold: GoldSet | None = None
+) -> None:
+    rarity: dict[str, dict[str, float]] = {}
+    if gold is not None:
+        for d in dims:
+            ys = [y for y in gold.labels.get(d, []) if y is not None]
+            rarity[d] = {c: n / len(ys) for c, n in Counter(ys).items()} if ys else {}
     by_run: dict[str, dict[str, dict]] = {name: {str(r["id"]): r for r in rows} for name, rows in runs.items()}
     for name, rows in by_run.items():
         for rid, row in rows.items():
@@ -208,6 +238,13 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
                 model = str(row.get(f"{d}_model") or row.get("model") or name)
                 label, conf = row.get(d), row.get(f"{d}_confidence")
                 status = row.get(f"{d}_status") or "ok"
+                if status in ROUTED_STATUSES:  # a routed run: the model's label is its suggestion
+                    label = row.get(f"{d}_suggestion")
+                    if label == NONE_SHOWN:
+                        label = None  # "no cause shown" is not a category a reviewer can accept
+                    if status == "review":
+                        reasons[(rid, d)].append(_routed_reason(row, d, model, name, rarity))
+                    status = "ok"
                 views[(rid, d)].append(
                     ModelView(
                         source=name,
@@ -218,7 +255,7 @@ def _run_views(runs: dict[str, list[dict]], dims, views, reasons, min_confidence
                         status=status,
                     )
                 )
-                if label is None and status != "ok":
+                if label is None and status != "ok":  # an invalid answer
                     reasons[(rid, d)].append(
                         Reason(
                             kind="low_confidence",
@@ -390,7 +427,7 @@ def build_queue(
                     ),
                 }
             )
-        _run_views(loaded, dims, views, reasons, min_confidence)
+        _run_views(loaded, dims, views, reasons, min_confidence, gold)
 
     # gold files without their own adjudication notes (screening) show the --notes file's
     notes_by_id: dict[str, str] = {}

@@ -18,7 +18,15 @@ from classify.core.errors import ClassifyError
 from classify.core.records import atomic_write_text
 from classify.core.textio import read_text
 
-ReasonKind = Literal["model_disagrees", "likely_mislabeled", "models_disagree", "low_confidence", "codebook_note"]
+ReasonKind = Literal[
+    "model_disagrees",
+    "likely_mislabeled",
+    "models_disagree",
+    "low_confidence",
+    "codebook_note",
+    "routed",  # `classify run --target-kappa` left the label to people (<dim>_status: review)
+    "coders_disagree",  # two coders in the workbench disagreed (adjudicated there)
+]
 Action = Literal["keep", "accept", "set", "ambiguous", "skip"]
 ACTIONS: tuple[str, ...] = ("keep", "accept", "set", "ambiguous", "skip")
 
