@@ -227,3 +227,27 @@ def _kappa_value(dim: str, value: object) -> float:
         fail(f"--target {dim}={value}: the target must be a number between 0 and 1")
     assert isinstance(value, (int, float))
     return float(value)
+
+
+def merge_cmd(
+    labels: Annotated[Path, typer.Option("--labels", help="A labels file from `classify run --target-kappa`.")],
+    coded: Annotated[
+        list[Path],
+        typer.Option(
+            "--coded",
+            help="What people coded, in the gold format (workbench export, review-loop gold, or id + dimensions); "
+            "repeatable.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The merged corpus file (.jsonl, .csv, .parquet, .hf).")],
+    taxonomy: TaxonomyPath = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output.")] = False,
+) -> None:
+    """One corpus file: the model's auto labels and people's codes, each label saying who made it."""
+    from classify.labeling.merge import merge_coded
+
+    s = merge_coded(labels, coded, out, taxonomy=taxonomy, force=force)
+    err.print(f"wrote {s.rows} rows to {out}", markup=False, highlight=False)
+    for d, c in s.by_dimension.items():
+        parts = [f"{k} {v}" for k, v in c.items() if v]
+        err.print(f"{d}: " + (", ".join(parts) or "no labels"), markup=False, highlight=False)

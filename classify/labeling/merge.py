@@ -1,0 +1,148 @@
+"""One corpus file from a routed run and what people coded: `classify merge`.
+
+    from classify.labeling.merge import merge_coded
+    merge_coded("labels.jsonl", ["coded.jsonl"], "corpus.jsonl")
+
+Every label in the result says who made it, in `<dim>_by`:
+- `model <spec> (auto at confidence >= t, target kappa k)` for labels `classify run --target-kappa`
+  gave alone (`<dim>_status: auto`; `none_shown` likewise, with no label);
+- `coders <names>` for labels people coded (`<dim>_status: coded`, `<dim>_coded_by`), from any gold-format
+  file: the workbench's export, a gold version from the review loop, or a hand-made JSONL/CSV with `id`
+  and the dimensions (an empty root cause there means "the thread shows none");
+- `model <spec>` for rows of a run without targets.
+Rows still waiting for people keep `<dim>_status: review` and no label.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from classify.core.errors import ClassifyError
+from classify.core.paths import refuse_output_over_inputs
+from classify.core.records import RecordsError, read_rows, write_rows
+from classify.core.taxonomy import Taxonomy, load_taxonomy
+
+CODED = "coded"
+
+
+class MergeError(ClassifyError):
+    """Files that cannot be merged (unknown labels or ids, conflicting codes)."""
+
+
+@dataclass
+class MergeSummary:
+    out: Path
+    rows: int
+    # dimension -> {"auto": n, "none_shown": n, "coded": n, "review": n, "model": n}
+    by_dimension: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _coders_of(row: dict[str, Any]) -> str:
+    if row.get("coded_by"):
+        by = row["coded_by"]
+        return ", ".join(map(str, by)) if isinstance(by, list) else str(by)
+    names = [k for k in ("coder_a", "coder_b") if row.get(k)]
+    return "+".join(names) if names else "people"
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    try:
+        return read_rows(path)
+    except RecordsError as e:
+        raise MergeError(str(e)) from e
+
+
+def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
+    coded: dict[str, dict[str, Any]] = {}
+    origin: dict[str, Path] = {}
+    for p in paths:
+        for row in _read(p):
+            rid = row.get("id")
+            if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
+                raise MergeError(f"{p}: a row without a usable id: {str(row)[:120]}")
+            rid = str(rid)
+            for d in tax.dimension_ids:
+                if d in row:
+                    problem = tax.validate_label(d, row[d])
+                    if problem:
+                        allowed = ", ".join(tax.dimensions[d].ids)
+                        raise MergeError(f"{p}: id {rid}: {problem} (allowed: {allowed}, or empty)")
+            if rid in coded:
+                a, b = coded[rid], row
+                clash = [d for d in tax.dimension_ids if d in a and d in b and a[d] != b[d]]
+                if clash:
+                    raise MergeError(
+                        f"id {rid} is coded differently in {origin[rid]} and {p} ({', '.join(clash)}): settle it first"
+                    )
+                coded[rid] = {**a, **b}
+            else:
+                coded[rid], origin[rid] = row, p
+    return coded
+
+
+def merge_coded(
+    labels: str | Path,
+    coded: Sequence[str | Path],
+    out: str | Path,
+    *,
+    taxonomy: str | Path | None = None,
+    force: bool = False,
+) -> MergeSummary:
+    labels, out = Path(labels), Path(out)
+    coded_paths = [Path(c) for c in coded]
+    if not coded_paths:
+        raise MergeError("give at least one --coded file")
+    refuse_output_over_inputs(out, [labels, *coded_paths], flag="--out", error=MergeError)
+    if out.exists() and not force:
+        raise MergeError(f"{out} exists; pass --force to overwrite it")
+    tax = load_taxonomy(taxonomy)
+    rows = _read(labels)
+    if not rows:
+        raise MergeError(f"{labels}: no rows")
+    other = sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy") not in (None, tax.label)})
+    if other:
+        raise MergeError(
+            f"{labels}: labeled with taxonomy {', '.join(other)}, but the codes are checked against {tax.label}"
+        )
+    by_id = {str(r.get("id")): r for r in rows}
+    if len(by_id) != len(rows):
+        raise MergeError(f"{labels}: duplicate ids")
+    codes = _coded_rows(coded_paths, tax)
+    unknown = sorted(set(codes) - set(by_id))
+    if unknown:
+        raise MergeError(f"{len(unknown)} coded ids are not in {labels}: {unknown[:10]}")
+    counts: dict[str, Counter] = {d: Counter() for d in tax.dimension_ids}
+    merged = []
+    for row in rows:
+        row = dict(row)
+        code = codes.get(str(row["id"]))
+        routing = row.get("routing") or {}
+        for d in tax.dimension_ids:
+            if code is not None and d in code:
+                row[d] = code[d]
+                row[f"{d}_status"] = CODED
+                row[f"{d}_coded_by"] = _coders_of(code)
+                row[f"{d}_by"] = f"coders {_coders_of(code)}"
+                counts[d][CODED] += 1
+                continue
+            status = row.get(f"{d}_status")
+            r = routing.get(d) or {}
+            if status in ("auto", "none_shown"):
+                row[f"{d}_by"] = (
+                    f"model {row.get('model')} ({status} at confidence >= {r.get('threshold')}, "
+                    f"target kappa {r.get('target_kappa')})"
+                )
+                counts[d][status] += 1
+            elif status == "review":
+                row[f"{d}_by"] = None
+                counts[d]["review"] += 1
+            elif d in row:
+                row[f"{d}_by"] = f"model {row.get('model')}"
+                counts[d]["model"] += 1
+        merged.append(row)
+    write_rows(out, merged)
+    return MergeSummary(out, len(merged), {d: dict(c) for d, c in counts.items()})

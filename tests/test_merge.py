@@ -1,0 +1,114 @@
+"""`classify merge`: a routed run plus what people coded -> one corpus file; every label says who made it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import write_jsonl
+from typer.testing import CliRunner
+
+from classify.cli.main import app
+from classify.core.records import read_rows
+from classify.labeling.merge import MergeError, merge_coded
+
+runner = CliRunner()
+
+
+def _labels(tmp_path):
+    routing = {
+        "symptom": {"target_kappa": 0.87, "threshold": 0.71},
+        "root_cause": {"target_kappa": 0.87, "threshold": 0.9},
+    }
+    rows = [
+        {
+            "id": "a",
+            "model": "m",
+            "taxonomy": "gpu-kernel-issues@1",
+            "symptom": "crash",
+            "symptom_status": "auto",
+            "root_cause": None,
+            "root_cause_status": "review",
+            "root_cause_suggestion": "api_misuse",
+            "routing": routing,
+        },
+        {
+            "id": "b",
+            "model": "m",
+            "taxonomy": "gpu-kernel-issues@1",
+            "symptom": None,
+            "symptom_status": "review",
+            "root_cause": None,
+            "root_cause_status": "none_shown",
+            "routing": routing,
+        },
+        {
+            "id": "c",
+            "model": "m",
+            "taxonomy": "gpu-kernel-issues@1",
+            "symptom": None,
+            "symptom_status": "review",
+            "root_cause": None,
+            "root_cause_status": "review",
+            "routing": routing,
+        },
+    ]
+    return write_jsonl(tmp_path / "labels.jsonl", rows)
+
+
+def test_merge_says_who_made_every_label(tmp_path):
+    labels = _labels(tmp_path)
+    coded = write_jsonl(
+        tmp_path / "coded.jsonl",
+        [
+            {
+                "id": "a",
+                "root_cause": "api_misuse",
+                "coder_a": {"root_cause": "api_misuse"},
+                "coder_b": {"root_cause": "api_misuse"},
+            },
+            {"id": "b", "symptom": "hang", "coded_by": ["ana", "ben"]},
+        ],
+    )
+    s = merge_coded(labels, [coded], tmp_path / "corpus.jsonl")
+    rows = {r["id"]: r for r in read_rows(tmp_path / "corpus.jsonl")}
+    assert rows["a"]["symptom"] == "crash" and rows["a"]["symptom_by"].startswith("model m (auto at confidence >= 0.71")
+    assert rows["a"]["root_cause"] == "api_misuse" and rows["a"]["root_cause_status"] == "coded"
+    assert rows["a"]["root_cause_by"] == "coders coder_a+coder_b"
+    assert rows["b"]["symptom"] == "hang" and rows["b"]["symptom_coded_by"] == "ana, ben"
+    assert rows["b"]["root_cause_status"] == "none_shown" and rows["b"]["root_cause"] is None
+    assert rows["c"]["symptom_status"] == "review" and rows["c"]["symptom_by"] is None  # still waiting for people
+    assert s.by_dimension["symptom"] == {"auto": 1, "coded": 1, "review": 1}
+    assert s.by_dimension["root_cause"] == {"coded": 1, "none_shown": 1, "review": 1}
+
+
+def test_merge_refuses_bad_codes_unknown_ids_conflicts_and_overwriting_inputs(tmp_path):
+    labels = _labels(tmp_path)
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "a", "symptom": "explosion"}])
+    with pytest.raises(
+        MergeError, match="unknown symptom label 'explosion' \\(allowed: deployment_failure, build_failure"
+    ):
+        merge_coded(labels, [bad], tmp_path / "o.jsonl")
+    stray = write_jsonl(tmp_path / "stray.jsonl", [{"id": "zzz", "symptom": "crash"}])
+    with pytest.raises(MergeError, match="1 coded ids are not in"):
+        merge_coded(labels, [stray], tmp_path / "o.jsonl")
+    one = write_jsonl(tmp_path / "one.jsonl", [{"id": "a", "symptom": "crash"}])
+    two = write_jsonl(tmp_path / "two.jsonl", [{"id": "a", "symptom": "hang"}])
+    with pytest.raises(MergeError, match="coded differently"):
+        merge_coded(labels, [one, two], tmp_path / "o.jsonl")
+    r = runner.invoke(app, ["merge", "--labels", str(labels), "--coded", str(one), "--out", str(labels)])
+    assert r.exit_code == 2 and "error:" in r.output
+    assert len(labels.read_text().splitlines()) == 3  # the input is untouched
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_merge_cli_prints_the_counts(tmp_path):
+    labels = _labels(tmp_path)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "c", "symptom": "crash", "root_cause": None}])
+    r = runner.invoke(
+        app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tmp_path / "m.jsonl")]
+    )
+    assert r.exit_code == 0, r.output
+    assert "wrote 3 rows" in r.output and "root_cause: review 1, none_shown 1, coded 1" in r.output
+    row = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()][2]
+    assert row["root_cause_status"] == "coded" and row["root_cause"] is None  # people said: no cause shown
