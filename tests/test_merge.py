@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.records import read_rows
+from classify.core.taxonomy import load_taxonomy
 from classify.labeling.merge import MergeError, merge_coded
 
 runner = CliRunner()
@@ -75,6 +76,8 @@ def test_merge_says_who_made_every_label(tmp_path):
     assert rows["a"]["symptom"] == "crash" and rows["a"]["symptom_by"].startswith("model m (auto at confidence >= 0.71")
     assert rows["a"]["root_cause"] == "api_misuse" and rows["a"]["root_cause_status"] == "coded"
     assert rows["a"]["root_cause_by"] == "coders coder_a+coder_b"
+    api_group = load_taxonomy().dimensions["root_cause"].group_of("api_misuse")
+    assert rows["a"]["root_cause_group"] == api_group and rows["a"]["root_cause_group_status"] == "coded"
     assert rows["b"]["symptom"] == "hang" and rows["b"]["symptom_coded_by"] == "ana, ben"
     assert rows["b"]["root_cause_status"] == "none_shown" and rows["b"]["root_cause"] is None
     assert rows["c"]["symptom_status"] == "review" and rows["c"]["symptom_by"] is None  # still waiting for people

@@ -162,14 +162,16 @@ def constructed(tmp_path: Path, taxonomy):
     return gold, new, {r["id"]: r for r in rows}
 
 
-def test_run_target_kappa_routes_every_row_and_never_invents_a_cause(constructed, tmp_path):
+def test_run_target_kappa_routes_every_row_and_never_invents_a_cause(constructed, tmp_path, taxonomy):
     gold, new, truth = constructed
     out = tmp_path / "labels.jsonl"
     s = label_file("tfidf-logreg", new, out, gold=gold, target_kappa=0.8)
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 30
+    groups = set(taxonomy.dimensions["root_cause"].groups) | {NONE_SHOWN}
     for r in rows:
-        for d in ("symptom", "root_cause"):
+        assert r["root_cause_group_suggestion"] in groups
+        for d in ("symptom", "root_cause", "root_cause_group"):
             assert r[f"{d}_status"] in ("auto", "review", "none_shown")
             assert r[f"{d}_suggestion"] is not None and 0 <= r[f"{d}_confidence"] <= 1
             if r[f"{d}_status"] == "auto":
@@ -178,6 +180,7 @@ def test_run_target_kappa_routes_every_row_and_never_invents_a_cause(constructed
                 assert r[d] is None
         if truth[r["id"]]["root_cause"] is not None:
             assert r["root_cause_status"] != "none_shown"
+            assert r["root_cause_group_status"] != "none_shown"
         if r["root_cause_status"] == "none_shown":
             assert r["root_cause_suggestion"] == NONE_SHOWN
         assert r["routing"]["symptom"]["target_kappa"] == 0.8
@@ -244,7 +247,7 @@ def test_eval_reports_coverage_calibration_and_the_reliability_diagram(tmp_path,
         small.write_text("".join(f.readline() for _ in range(200)), encoding="utf-8")
     run = run_eval("tfidf-logreg", gold=small, n_boot=50, out_dir=tmp_path / "evals")
     sel = run.metrics["selective_labeling"]
-    assert set(sel) == {"symptom", "root_cause"}
+    assert set(sel) == {"symptom", "root_cause", "root_cause_group"}
     assert sel["root_cause"]["n"] == 200  # every report: a null cause is the "none shown" class
     assert sel["symptom"]["calibration"]["method"].startswith("temperature")
     for rep in sel.values():

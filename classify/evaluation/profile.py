@@ -51,6 +51,10 @@ def options_from_meta(meta: dict[str, Any], seed: int = 0) -> ModelOptions:
     )
 
 
+def group_dim(dim: str) -> str:
+    return f"{dim}_group"
+
+
 def profile_key(spec: str, gold: GoldSet, options: ModelOptions, folds: int, seed: int) -> str:
     parts = {
         "format": FORMAT,
@@ -165,9 +169,38 @@ class GoldProfile:
     def nullable(self) -> list[str]:
         return [d for d in self.base_dims if shown_dim(d) in self.gold.taxonomy.dimensions]
 
+    @property
+    def grouped(self) -> dict[str, str]:
+        """Group-level selective dimensions (`root_cause_group`) -> the dimension whose groups they are."""
+        return {group_dim(d): d for d in self.base_dims if self.gold.taxonomy.dimensions[d].groups}
+
+    @property
+    def selective_dims(self) -> list[str]:
+        """What a run can route: the taxonomy's dimensions, then their group levels."""
+        return [*self.base_dims, *self.grouped]
+
     def _parts(self, dim: str) -> list[str]:
-        """The dimensions whose predictions make up selective dimension `dim`."""
+        """The model dimensions whose predictions make up selective dimension `dim`."""
+        if dim in self.grouped:
+            return []  # derived from its dimension's prediction; no model output of its own
         return [shown_dim(dim), dim] if dim in self.nullable else [dim]
+
+    def _to_group(self, dim: str, p: Prediction | None) -> Prediction | None:
+        """A category-level prediction summed up to its groups (`none_shown` stays itself)."""
+        if p is None or p.label is None:
+            return p
+        tdim = self.gold.taxonomy.dimensions[dim]
+
+        def g(c: str) -> str:
+            return c if c == NONE_SHOWN else str(tdim.group_of(c))
+
+        if p.proba is None:
+            return Prediction(label=g(p.label), confidence=p.confidence, status=p.status)
+        proba: dict[str, float] = {}
+        for c, v in p.proba.items():
+            proba[g(c)] = proba.get(g(c), 0.0) + v
+        label = max(proba, key=lambda c: proba[c])
+        return Prediction(label=label, confidence=proba[label], proba=proba, status=p.status)
 
     def _fit_temperatures(self) -> None:
         for d in self.gold.taxonomy.dimension_ids:
@@ -207,6 +240,8 @@ class GoldProfile:
                 out[d] = [compose(s, c) for s, c in zip(cal[shown_dim(d)], cal[d])]
             else:
                 out[d] = cal[d]
+        for gd, d in self.grouped.items():
+            out[gd] = [self._to_group(d, p) for p in out[d]]
         return out
 
     def scores(self, dim: str, cross_fit: bool = True) -> DimensionScores:
@@ -218,6 +253,20 @@ class GoldProfile:
         """
         res, g = self.result, self.gold
         folds = np.array(res.folds)
+        if dim in self.grouped:
+            base = self.scores(self.grouped[dim], cross_fit=cross_fit)
+            tdim = g.taxonomy.dimensions[self.grouped[dim]]
+            y_true = [y if y == NONE_SHOWN else str(tdim.group_of(y)) for y in base.y_true]
+            after = [self._to_group(base.dim, p) for p in base.predictions]
+            return DimensionScores(
+                dim,
+                y_true,
+                after,  # type: ignore[arg-type]
+                base.folds,
+                base.calibrated,
+                base.before,  # the category level's: groups are sums of the calibrated categories
+                _figures(y_true, after),  # type: ignore[arg-type]
+            )
 
         def calibrated(d: str) -> tuple[list[Prediction | None], bool]:
             preds = res.predictions[d]
@@ -281,20 +330,22 @@ class GoldProfile:
         return out
 
     def selective_report(self, targets: Sequence[float] = TARGETS) -> dict:
-        """Per base dimension: calibration before/after and coverage at each target kappa (honest:
+        """Per selective dimension: calibration before/after and coverage at each target kappa (honest:
         cross-fitted calibration, thresholds searched on the out-of-fold predictions)."""
         out: dict[str, Any] = {}
-        for d in self.base_dims:
+        for d in self.selective_dims:
             s = self.scores(d, cross_fit=True)
             ths = search_thresholds(s.y_true, s.labels, s.confidence, targets)
             out[d] = {
                 "n": len(s.y_true),
-                "scope": "all records (null gold = none_shown)" if d in self.nullable else "labeled records",
+                "scope": "all records (null gold = none_shown)"
+                if self.grouped.get(d, d) in self.nullable
+                else "labeled records",
                 "calibration": {
                     "method": "temperature scaling (cross-fitted)" if s.calibrated else "none (no class probabilities)",
                     "before": s.before.as_dict(),
                     "after": s.after.as_dict(),
-                    "temperature": {x: self.temperatures.get(x) for x in self._parts(d)},
+                    "temperature": {x: self.temperatures.get(x) for x in self._parts(self.grouped.get(d, d))},
                 },
                 "coverage": {f"{t.target:.2f}": t.as_dict() for t in ths},
             }

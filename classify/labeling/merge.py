@@ -25,6 +25,7 @@ from classify.core.errors import ClassifyError
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import RecordsError, read_rows, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
+from classify.labeling.routing import routable_dimensions
 
 CODED = "coded"
 
@@ -115,19 +116,28 @@ def merge_coded(
     unknown = sorted(set(codes) - set(by_id))
     if unknown:
         raise MergeError(f"{len(unknown)} coded ids are not in {labels}: {unknown[:10]}")
-    counts: dict[str, Counter] = {d: Counter() for d in tax.dimension_ids}
+    counts: dict[str, Counter] = {d: Counter() for d in routable_dimensions(tax)}
     merged = []
     for row in rows:
         row = dict(row)
         code = codes.get(str(row["id"]))
         routing = row.get("routing") or {}
-        for d in tax.dimension_ids:
-            if code is not None and d in code:
+        coded_groups = set()
+        for d in routable_dimensions(tax):
+            if d in coded_groups:
+                continue
+            if code is not None and d in code and d in tax.dimensions:
                 row[d] = code[d]
                 row[f"{d}_status"] = CODED
                 row[f"{d}_coded_by"] = _coders_of(code)
                 row[f"{d}_by"] = f"coders {_coders_of(code)}"
                 counts[d][CODED] += 1
+                if tax.dimensions[d].groups:  # the group follows the coded category
+                    gd = f"{d}_group"
+                    row[gd] = tax.dimensions[d].group_of(code[d]) if code[d] is not None else None
+                    row[f"{gd}_status"] = CODED
+                    row[f"{gd}_by"] = row[f"{d}_by"]
+                    coded_groups.add(gd)
                 continue
             status = row.get(f"{d}_status")
             r = routing.get(d) or {}

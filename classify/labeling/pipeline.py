@@ -33,7 +33,7 @@ from classify.labeling.resumable import (
     run_signature,
     strip_label_fields,
 )
-from classify.labeling.routing import FoldModels, Router, make_router, parse_targets
+from classify.labeling.routing import FoldModels, Router, make_router, parse_targets, routable_dimensions
 
 
 @dataclass
@@ -152,7 +152,8 @@ def _label_file_locked(
     keep = tuple(keep)
     _check_keep(keep, records, tax.dimension_ids)
     dims = tax.dimension_ids
-    routed = parse_targets(target_kappa, targets or {}, dims + (["screening"] if screen else []))
+    routable = routable_dimensions(tax)
+    routed = parse_targets(target_kappa, targets or {}, routable + (["screening"] if screen else []))
     screen_target = routed.pop("screening", None)
     if progress.total:
         progress.total(len(records))
@@ -228,7 +229,7 @@ def _label_file_locked(
             prepare_progress=progress.encoded,
             screen_prepare=screen_clf.prepare if screen_clf is not None else None,
             screen_fields=screen_fields,
-            dims=dims,
+            dims=routable if routed else dims,
             keep=keep,
             **fields,
         )

@@ -30,10 +30,16 @@ from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
-from classify.evaluation.profile import GoldProfile, gold_profile
+from classify.evaluation.profile import GoldProfile, gold_profile, group_dim
 from classify.evaluation.thresholds import Threshold, apply_threshold
 
 AUTO, REVIEW = "auto", "review"
+
+
+def routable_dimensions(tax: Taxonomy) -> list[str]:
+    """What `--target` may name: the taxonomy's dimensions, then the group level of those with groups
+    (`root_cause_group`: a group can be sure where its category is not)."""
+    return [*tax.dimension_ids, *(group_dim(d) for d, dim in tax.dimensions.items() if dim.groups)]
 
 
 def parse_targets(target_kappa: float | None, per_dim: dict[str, float], dims: list[str]) -> dict[str, float]:
