@@ -139,11 +139,22 @@ def test_limit_and_training_sample_bound_the_comparison(small):
     assert near_duplicates(recs, folds, {0: set(), 1: set()}) == []
 
 
-def test_held_out_test_file_repeating_gold_is_flagged(small, taxonomy):
+def test_held_out_test_file_repeating_gold_is_refused_and_an_edited_copy_flagged(small, taxonomy):
     train = gold_from_records(small.records[:60], taxonomy)
-    reposted = _copy(small.records[5], "reposted")
+    # A gold report under a new id, shouted and re-punctuated: the same text by hash once normalised.
+    src = small.records[5]
+    reposted = _copy(src, "reposted", title=src.title.upper(), body=src.body.replace(".", " ."))
     test = gold_from_records(small.records[60:] + [reposted], taxonomy)
-    res = evaluate_on_test("tfidf-logreg", train, test)
-    assert [(d["id"], d["train_id"], d["identical"]) for d in res.near_duplicates] == [
-        ("reposted", small.records[5].id, True)
-    ]
+    with pytest.raises(crossval.TestOverlapError, match=rf"1 of {len(test)} records .*reposted = gold {src.id}"):
+        evaluate_on_test("tfidf-logreg", train, test)
+    # Only the title and body count: another discussion does not make it a new report.
+    again = _copy(src, "again")
+    again = replace(again, discussion="a different thread below the same report")
+    with pytest.raises(crossval.TestOverlapError):
+        evaluate_on_test("tfidf-logreg", train, gold_from_records(small.records[60:] + [again], taxonomy))
+    # An edited copy is not the same text: evaluated, and listed as a near-duplicate.
+    b = small.records[7]
+    assert len(b.body.split()) > 60
+    edited = _copy(b, "edited", body=b.body + " Any update on this?")
+    res = evaluate_on_test("tfidf-logreg", train, gold_from_records(small.records[60:] + [edited], taxonomy))
+    assert [(d["id"], d["train_id"], d["identical"]) for d in res.near_duplicates] == [("edited", b.id, False)]

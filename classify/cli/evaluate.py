@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -31,27 +33,60 @@ from classify.cli.common import (
 )
 from classify.core import paths
 
-EvalsDir = Annotated[Path, typer.Option("--out-dir", help="Root folder for run reports.")]
+EvalsDir = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out-dir",
+        help=f"Root folder for run reports (default: evals/ of the project folder, nearest with "
+        f"{paths.PROJECT_FILE}, else the current one).",
+    ),
+]
+EvalModelSpec = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m "
+        "(default: embed-logreg; with --compare, the compared run's model and options).",
+    ),
+]
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> None:
+    from classify.evaluation.report import fmt_kappa, small_sample_warning
+
     t = Table(title=Text(f"{spec}: agreement with gold"))  # Text: a spec's [opts] are not markup
     for col in ("dimension", "n", "kappa [95% CI]", "acc", "macro-F1", "kappa @70% conf", "coders' kappa"):
         t.add_column(col)
+    na = False
     for name, rep in metrics["dimensions"].items():
         k = rep["kappa"]
         c = metrics.get("coders", {}).get(name)
         sel70 = next((r for r in rep["selective"] if r["coverage"] == 70), None)
-        t.add_row(
+        row = [
             name,
             str(rep["n"]),
-            f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]",
-            f"{rep['accuracy']:.3f}",
-            f"{rep['macro_f1']:.3f}",
-            f"{sel70['kappa']:.3f}" if sel70 else "-",
-            f"{c['kappa']:.3f} (n={c['n']})" if c else "-",
-        )
+            fmt_kappa(k),
+            _f(rep["accuracy"]),
+            _f(rep["macro_f1"]),
+            _f(sel70["kappa"]) if sel70 else "-",
+            f"{_f(c['kappa'])} (n={c['n']})" if c else "-",
+        ]
+        na = na or any("n/a" in cell for cell in row)
+        t.add_row(*row)
     console.print(t)
+    if na:
+        console.print(
+            "n/a: undefined, not zero (one gold class left, or no confidence to rank by; see report.md)",
+            highlight=False,
+        )
+    small = small_sample_warning(metrics)
+    if small:
+        console.print(f"[bold yellow]warning:[/] {small}", highlight=False)
     for name, rep in (metrics.get("selective_labeling") or {}).items():
         parts = []
         for target, c in rep["coverage"].items():
@@ -70,32 +105,49 @@ def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> N
 
 
 def print_comparison(c: dict[str, Any]) -> None:
+    from classify.evaluation.compare import changes_text, paired_text
+
     p = c["previous"]
-    t = Table(title=f"kappa vs {c['previous_run']} ({p.get('model')}, {p.get('taxonomy')}, gold {p.get('gold_hash')})")
-    for col in ("dimension", "kappa now", "n", "kappa before", "n", "change"):
+    t = Table(
+        title=Text(
+            f"kappa vs {c['previous_run']} ({p.get('label') or p.get('model')}, {p.get('taxonomy')}, "
+            f"gold {p.get('gold_hash')})"
+        )
+    )
+    for col in ("dimension", "kappa now", "n", "kappa before", "n", "change", "paired change [95% CI]"):
         t.add_column(col)
     for name, r in c["dimensions"].items():
-        before = f"{r['previous_kappa']:.3f}" if "previous_kappa" in r else "-"
+        before = _f(r["previous_kappa"]) if "previous_kappa" in r else "-"
+        delta = r.get("delta")
         t.add_row(
             name,
-            f"{r['kappa']:.3f}",
+            _f(r["kappa"]),
             str(r["n"]),
             before,
             str(r.get("previous_n", "-")),
-            f"{r['delta']:+.3f}" if "delta" in r else "-",
+            ("n/a" if delta is None else f"{delta:+.3f}") if "previous_kappa" in r else "-",
+            paired_text(r.get("paired")),
         )
     console.print(t)
-    changed = ", ".join(f"{d} {n}" for d, n in c.get("gold_labels_changed", {}).items()) or "none"
+    same = f"same taxonomy: {c['same_taxonomy']}, same gold: {c['same_gold']}, same model: {c['same_model']}"
+    if "same_options" in c:
+        same += f", same options: {c['same_options']}"
     console.print(
-        f"same taxonomy: {c['same_taxonomy']}, same gold: {c['same_gold']}, same model: {c['same_model']}; "
-        f"gold labels changed on shared items: {changed}" + (f"; {c['folds']}" if c.get("folds") else ""),
+        f"{same}; gold labels changed on shared items: {changes_text(c)}"
+        + (f"; {c['folds']}" if c.get("folds") else ""),
         highlight=False,
     )
+    if any((c.get("gold_changes_to_model_label") or {}).values()):
+        console.print(
+            "note: gold labels changed to the earlier run's own prediction (accepting the model's label) raise "
+            "that model's kappa by construction",
+            highlight=False,
+        )
 
 
 @with_llm_flags
 def eval_cmd(
-    model: ModelSpec = "embed-logreg",
+    model: EvalModelSpec = None,
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
     task: TaskOpt = Task.labels,
@@ -114,44 +166,86 @@ def eval_cmd(
         ),
     ] = None,
     n_boot: NBoot = 1000,
-    out_dir: EvalsDir = paths.EVALS_DIR,
+    out_dir: EvalsDir = None,
     encoder: EncoderName = None,
     no_discussion: NoDiscussion = False,
     batch_size: BatchSize = 32,
     opt: ModelOpts = [],  # noqa: B006 (typer reads the default; it is never mutated)
     compare: Annotated[
         Optional[Path],
-        typer.Option("--compare", help="An earlier run folder (evals/<run>): report kappa then, now and the change."),
+        typer.Option(
+            "--compare",
+            help="An earlier run folder (evals/<run>): evaluate its model and options on its folds and report kappa "
+            "then, now and the change with a paired 95% CI.",
+        ),
     ] = None,
     *,
     llm: LLMFlags,
 ) -> None:
     """Cross-validated agreement with gold (or --test FILE) -> evals/<timestamp>-<model>/."""
-    from classify.evaluation.pipeline import estimate_eval, run_eval
+    from classify.classifiers.base import uses_llm
+    from classify.evaluation.pipeline import DEFAULT_MODEL, estimate_eval, run_eval
 
-    options = model_options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size, llm=llm, model=model)
+    # Without --model, --compare takes the run's spec (checked against the LLM flags when known below).
+    checked = model if model is not None or compare is not None else DEFAULT_MODEL
+    options = model_options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size, llm=llm, model=checked)
+    if compare is not None and not (encoder or no_discussion or opt or llm.given()):
+        from classify.evaluation.compare import load_run_metrics, options_of_run
+
+        # No option given: the compared run's own (its spec too when --model is not given), so the
+        # change comes from the gold labels; --batch-size only sets speed and is kept.
+        prev = load_run_metrics(compare)["meta"]
+        if model is None or model == prev.get("model"):
+            options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
     common = dict(taxonomy=taxonomy, gold=gold, task=task.value, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
-        for text in estimate_eval(model, **common):
+        for text in estimate_eval(model or DEFAULT_MODEL, **common):
             console.print(text)
         return
-    run = run_eval(
-        model,
-        folds=folds,
-        n_boot=n_boot,
-        compare=compare,
-        out_dir=out_dir,
-        log=lambda m: err.print(m, markup=False, highlight=False),
-        **common,
-    )
-    print_metrics(run.metrics, model, run.out_dir)
+    bar = None
+    spec = model
+    if compare is None or model is not None:
+        spec = model or DEFAULT_MODEL
+    if spec is not None and uses_llm(spec) and sys.stderr.isatty():
+        # LLM evaluations take minutes between folds: a bar over the records predicted.
+        from tqdm import tqdm
+
+        bar = tqdm(total=None, desc="predicting", unit="rec", file=sys.stderr, delay=1)
+
+    def expected(n: int) -> None:
+        if bar is not None:
+            bar.total = n
+            bar.refresh()
+
+    try:
+        run = run_eval(
+            model,
+            folds=folds,
+            n_boot=n_boot,
+            compare=compare,
+            out_dir=out_dir or paths.evals_dir(),
+            log=lambda m: (
+                bar.write(m, file=sys.stderr) if bar is not None else err.print(m, markup=False, highlight=False)
+            ),
+            predicted=bar.update if bar is not None else None,
+            expected=expected,
+            **common,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print_metrics(run.metrics, run.result.spec, run.out_dir)
     if compare is not None:
         print_comparison(run.metrics["comparison"])
 
 
 def leaderboard_cmd(
     runs: Annotated[
-        Optional[list[Path]], typer.Argument(help="Run folders, or folders holding them (default: evals/).")
+        Optional[list[Path]],
+        typer.Argument(
+            help="Run folders, or folders holding them (default: evals/ of the project folder when it holds runs, "
+            "else the shipped reference runs)."
+        ),
     ] = None,
     out: Annotated[
         Optional[Path],
@@ -166,7 +260,7 @@ def leaderboard_cmd(
     from classify.evaluation.leaderboard import collect, render_markdown, rows
 
     try:
-        entries = collect(list(runs) if runs else [paths.EVALS_DIR], latest_only=not all_runs)
+        entries = collect(list(runs) if runs else paths.leaderboard_dirs(), latest_only=not all_runs)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
     if not entries:
@@ -207,7 +301,7 @@ def learning_curve_cmd(
             "--repeats", min=1, help="Training samples drawn per fraction below 1, averaged (steadier curve, x time)."
         ),
     ] = 1,
-    out_dir: EvalsDir = paths.EVALS_DIR,
+    out_dir: EvalsDir = None,
     encoder: EncoderName = None,
     no_discussion: NoDiscussion = False,
     batch_size: BatchSize = 32,
@@ -228,7 +322,7 @@ def learning_curve_cmd(
         n_boot=n_boot,
         repeats=repeats,
         options=options,
-        out_dir=out_dir,
+        out_dir=out_dir or paths.evals_dir(),
         log=lambda m: err.print(m, markup=False, highlight=False),
     )
     console.print((out / "report.md").read_text(encoding="utf-8"), markup=False, highlight=False)

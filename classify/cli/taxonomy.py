@@ -88,9 +88,15 @@ def gold_stats(
             t.add_column(col)
         for name, a in s["coders"].items():
             t.add_row(
-                name, " vs ".join(a["coders"]), str(a["n"]), f"{a['kappa']:.3f}", f"[{a['lo']:.3f}, {a['hi']:.3f}]"
+                name,
+                " vs ".join(a["coders"]),
+                str(a["n"]),
+                "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}",
+                "n/a" if a["lo"] is None else f"[{a['lo']:.3f}, {a['hi']:.3f}]",
             )
         console.print(t)
+        if any(a["kappa"] is None for a in s["coders"].values()):
+            console.print("n/a: both passes used one and the same category throughout; kappa is undefined there")
     else:
         console.print("no second coder in this gold set: coder agreement not available")
 

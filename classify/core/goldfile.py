@@ -39,12 +39,13 @@ def is_screening(tax: Taxonomy) -> bool:
 
 
 def default_gold(tax: Taxonomy) -> Path:
-    """The shipped gold for a taxonomy: gold/screening.jsonl for screening, else gold/reports.jsonl."""
-    return paths.DEFAULT_SCREENING if is_screening(tax) else paths.DEFAULT_GOLD
+    """The default gold for a taxonomy: gold/screening.jsonl for screening, else gold/reports.jsonl, of
+    the project folder when it has one, else the shipped file (classify.core.paths)."""
+    return paths.default_screening_gold() if is_screening(tax) else paths.default_gold()
 
 
 def load_gold_for(path: str | Path | None, tax: Taxonomy) -> GoldSet:
-    """The gold set of `path` (default: the taxonomy's shipped gold) as labels of `tax`."""
+    """The gold set of `path` (default: the taxonomy's default gold, default_gold) as labels of `tax`."""
     path = Path(path) if path else default_gold(tax)
     if is_screening(tax):
         return screening.load_screening_gold(path, tax)
@@ -55,7 +56,7 @@ def load_task(
     task: str, taxonomy: str | Path | None = None, gold: str | Path | None = None
 ) -> tuple[Taxonomy, GoldSet]:
     """Taxonomy and gold set of a task: `labels` (symptom / root cause) or `screening` (failure
-    report or not), each defaulting to the shipped codebook and gold."""
+    report or not), each defaulting to the project folder's codebook and gold, else the shipped ones."""
     if task not in TASKS:
         raise UsageError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
     tax = screening.screening_taxonomy(taxonomy) if task == "screening" else load_taxonomy(taxonomy)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from classify.core import paths
 from classify.core.gold import GoldSet, gold_from_records
-from classify.core.paths import DEFAULT_SCREENING, PROJECT_ROOT
+from classify.core.paths import PROJECT_ROOT
 from classify.core.records import Record, RecordsError, read_records
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 
-SCREENING_TAXONOMY = PROJECT_ROOT / "codebook" / "screening-v1.yaml"
+SCREENING_TAXONOMY = PROJECT_ROOT / "codebook" / "screening-v1.yaml"  # the shipped one
 DIM = "screening"
 PASS = "failure_report"
 OTHER = "other"
@@ -28,7 +29,9 @@ def is_screening_taxonomy(tax: Taxonomy) -> bool:
 
 
 def screening_taxonomy(path: str | Path | None = None) -> Taxonomy:
-    tax = load_taxonomy(path or SCREENING_TAXONOMY)
+    """The screening codebook at `path`; by default codebook/screening-v1.yaml of the project folder,
+    else the shipped one (classify.core.paths)."""
+    tax = load_taxonomy(path or paths.default_screening_taxonomy())
     if not is_screening_taxonomy(tax):
         raise RecordsError(f"{tax.path}: a screening taxonomy needs dimension {DIM!r} with category {PASS!r}")
     return tax
@@ -75,8 +78,9 @@ def decode_records(records: list[Record]) -> list[Record]:
 
 
 def load_screening_gold(path: str | Path | None = None, taxonomy: Taxonomy | None = None) -> GoldSet:
-    """Read screening gold: rows with `screening` labels, or `failure_report` booleans (and coder passes)."""
-    path = Path(path or DEFAULT_SCREENING)
+    """Read screening gold: rows with `screening` labels, or `failure_report` booleans (and coder passes).
+    Default: gold/screening.jsonl of the project folder, else the shipped one."""
+    path = Path(path or paths.default_screening_gold())
     taxonomy = taxonomy or screening_taxonomy()
     return gold_from_records(decode_records(read_records(path)), taxonomy, path)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +13,10 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.model_selection import StratifiedKFold
 
-from classify.classifiers.base import ModelOptions, Prediction, make_classifier
+from classify.classifiers.base import Classifier, ModelOptions, Prediction, make_classifier, uses_llm
+from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
+from classify.core.hashing import text_hash
 from classify.core.records import Record
 from classify.core.taxonomy import Dimension
 from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
@@ -22,6 +25,34 @@ from classify.evaluation.metrics import dimension_report
 # TF-IDF cosine (title + body) at or above which a training record counts as a near-duplicate of
 # an evaluated one: the same report filed twice, or copied with a line changed.
 NEAR_DUPLICATE_COSINE = 0.95
+# LLM specs predict this many records per call when the caller watches progress: a bar that moves
+# every few requests instead of once per fold (records are predicted independently, so it changes
+# no label; each call still runs its requests concurrently).
+PROGRESS_CHUNK = 16
+
+
+class TestOverlapError(ClassifyError, ValueError):
+    """A --test file shares records with the gold set it is trained on: the scores would be a leak."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+
+def _predict(
+    clf: Classifier, spec: str, records: list[Record], predicted: Callable[[int], None] | None
+) -> dict[str, list[Prediction]]:
+    """clf.predict(records), in chunks for LLM specs when someone watches (`predicted(n)` after each)."""
+    if predicted is None or not uses_llm(spec) or len(records) <= PROGRESS_CHUNK:
+        out = clf.predict(records)
+        if predicted:
+            predicted(len(records))
+        return out
+    merged: dict[str, list[Prediction]] = {}
+    for start in range(0, len(records), PROGRESS_CHUNK):
+        chunk = records[start : start + PROGRESS_CHUNK]
+        for d, plist in clf.predict(chunk).items():
+            merged.setdefault(d, []).extend(plist)
+        predicted(len(chunk))
+    return merged
 
 
 @dataclass
@@ -107,6 +138,12 @@ def limit_sample(n: int, limit: int | None, seed: int = 0) -> list[int]:
     return sorted(int(i) for i in np.random.default_rng(seed).permutation(n)[:limit])
 
 
+def evaluated_folds(gold: GoldSet, k: int, seed: int, limit: int | None, folds: list[int] | None = None) -> list[int]:
+    """The folds (0-based) that hold a record cross_validate evaluates with these arguments."""
+    folds = folds if folds is not None else assign_folds(gold, k, seed)
+    return sorted({folds[i] for i in limit_sample(len(gold), limit, seed)})
+
+
 def cross_validate(
     spec: str,
     gold: GoldSet,
@@ -114,10 +151,11 @@ def cross_validate(
     k: int = 5,
     seed: int = 0,
     limit: int | None = None,
-    progress=None,
+    progress: Callable[[int, int], None] | None = None,
     folds: list[int] | None = None,
     train_fraction: float = 1.0,
     sample_seed: int | None = None,
+    predicted: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only.
 
@@ -127,6 +165,9 @@ def cross_validate(
     `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
     learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
     `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
+    `progress(fold, k)` after each fold that holds evaluated records (under `limit` some hold none
+    and are skipped: see evaluated_folds); `predicted(n)`: n more records predicted (LLM specs report
+    every few records).
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
@@ -161,7 +202,7 @@ def cross_validate(
             train_ids[f].update(r.id for r in train_recs)
         with clf:  # close() frees the fold's encoders; pooled ones stay for the next fold
             clf.fit(train_recs, _subset_labels(gold, train))
-            out = clf.predict(test_recs)
+            out = _predict(clf, spec, test_recs, predicted)
             prov = clf.provenance()
         for d, plist in out.items():
             if d not in preds:
@@ -192,15 +233,59 @@ def cross_validate(
     )
 
 
-def evaluate_on_test(spec: str, gold: GoldSet, test: GoldSet, options: ModelOptions | None = None) -> EvalResult:
-    """Train on the whole gold set, predict a separate labeled file."""
+def same_text_pairs(gold: list[Record], test: list[Record]) -> list[tuple[str, str]]:
+    """(test id, gold id) pairs whose title + body are the same text once case, punctuation and
+    spacing are dropped (by text hash): a gold report filed again under a new id."""
+    by_hash: dict[str, str] = {}
+    for r in gold:
+        t = _dup_text(r)
+        if t:
+            by_hash.setdefault(text_hash(t), r.id)
+    out = []
+    for r in test:
+        t = _dup_text(r)
+        if t and text_hash(t) in by_hash:
+            out.append((r.id, by_hash[text_hash(t)]))
+    return out
+
+
+def check_test_overlap(gold: GoldSet, test: GoldSet) -> None:
+    """Refuse a test file that shares ids or texts with the gold set the model trains on.
+
+    A test record whose text is a gold record's (under any id) is scored by a model that learned its
+    label: kappa near 1 that measures nothing. Refused rather than warned about, like a shared id;
+    texts that are only similar (an edited copy) stay a warning (near_duplicates).
+    """
     overlap = set(gold.ids) & set(test.ids)
     if overlap:
-        raise ValueError(f"test file shares {len(overlap)} ids with the gold set: {sorted(overlap)[:10]}")
+        raise TestOverlapError(
+            f"{test.path or 'test file'} shares {len(overlap)} ids with the gold set {gold.path or ''}: "
+            f"{sorted(overlap)[:10]}; the model trains on all of gold, so these would be scored on their own labels"
+        )
+    same = same_text_pairs(gold.records, test.records)
+    if same:
+        shown = ", ".join(f"{t} = gold {g}" for t, g in same[:10])
+        raise TestOverlapError(
+            f"{test.path or 'test file'}: {len(same)} of {len(test)} records have the title and body of a gold "
+            f"record under another id ({shown}{', ...' if len(same) > 10 else ''}); the model trains on all of "
+            "gold, so their scores would be a leak: remove them from the test file"
+        )
+
+
+def evaluate_on_test(
+    spec: str,
+    gold: GoldSet,
+    test: GoldSet,
+    options: ModelOptions | None = None,
+    predicted: Callable[[int], None] | None = None,
+) -> EvalResult:
+    """Train on the whole gold set, predict a separate labeled file (refused when it repeats gold:
+    check_test_overlap)."""
+    check_test_overlap(gold, test)
     t0 = time.perf_counter()
     with make_classifier(spec, gold.taxonomy, options or ModelOptions()) as clf:
         clf.fit(gold.records, gold.labels)
-        out = clf.predict(test.records)
+        out = _predict(clf, spec, test.records, predicted)
         prov = clf.provenance()
     preds = {d: list(out.get(d, [None] * len(test))) for d in test.taxonomy.dimension_ids}
     # A test file that repeats gold reports under new ids flatters the scores as much as a CV leak.

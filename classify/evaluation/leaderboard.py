@@ -21,8 +21,8 @@ class Entry:
     run: str
     created_at: str
     mode: str
-    kappa: dict[str, dict[str, float]] = field(default_factory=dict)  # dim -> {kappa, lo, hi, n}
-    selective: dict[str, dict[int, float]] = field(default_factory=dict)  # dim -> {50: k, 70: k}
+    kappa: dict[str, dict[str, Any]] = field(default_factory=dict)  # dim -> {kappa, lo, hi, n}; None: undefined
+    selective: dict[str, dict[int, float | None]] = field(default_factory=dict)  # dim -> {50: k, 70: k}
     seconds_per_1000: float | None = None
     gold_hash: str | None = None
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # dim -> coverage at kappa 0.87
@@ -68,7 +68,9 @@ def read_run(folder: Path) -> Entry:
     )
     for name, rep in (doc.get("dimensions") or {}).items():
         e.kappa[name] = rep["kappa"]
-        e.selective[name] = {int(r["coverage"]): float(r["kappa"]) for r in rep.get("selective", [])}
+        e.selective[name] = {
+            int(r["coverage"]): None if r.get("kappa") is None else float(r["kappa"]) for r in rep.get("selective", [])
+        }
     for name, rep in (doc.get("selective_labeling") or {}).items():
         c = rep.get("coverage", {}).get("0.87")
         if c is not None:
@@ -112,11 +114,26 @@ def dimensions(entries: list[Entry]) -> list[str]:
     return seen
 
 
+def _k(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _kci(k: dict[str, Any]) -> str:
+    if k.get("kappa") is None:
+        return "n/a"
+    return f"{k['kappa']:.3f} [" + ("n/a" if k.get("lo") is None else f"{k['lo']:.3f}, {k['hi']:.3f}") + "]"
+
+
 def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], list[list[str]]]:
-    """Header and text cells, best first by kappa on `sort_by` (default: first dimension)."""
+    """Header and text cells, best first by kappa on `sort_by` (default: first dimension); n/a last."""
     dims = dimensions(entries)
     key = sort_by or (dims[0] if dims else None)
-    entries = sorted(entries, key=lambda e: -(e.kappa.get(key, {}).get("kappa", float("-inf")) if key else 0))
+
+    def rank(e: Entry) -> float:
+        k = e.kappa.get(key, {}).get("kappa") if key else 0.0
+        return -(float("-inf") if k is None else k)
+
+    entries = sorted(entries, key=rank)
     header = ["model"]
     for d in dims:
         header += [f"{d} kappa [95% CI]", f"{d} @50% / @70%"]
@@ -133,8 +150,8 @@ def rows(entries: list[Entry], sort_by: str | None = None) -> tuple[list[str], l
         for d in dims:
             k = e.kappa.get(d)
             s = e.selective.get(d, {})
-            cells.append(f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]" if k else "-")
-            cells.append(f"{s[50]:.3f} / {s[70]:.3f}" if 50 in s and 70 in s else "-")
+            cells.append(_kci(k) if k else "-")
+            cells.append(f"{_k(s[50])} / {_k(s[70])}" if 50 in s and 70 in s else "-")
         for d in cov_dims:
             c = e.coverage.get(d)
             if c is None:
@@ -155,7 +172,8 @@ NOTE = (
     "confident predictions (selective labeling). `auto share at kappa 0.87`: the share of reports the model "
     "may label alone with a 95% guarantee that those labels agree with coders at kappa >= 0.87 (docs/trust.md; "
     'root cause over all reports, "no cause shown" included). `s / 1000 rec`: the evaluation\'s wall time per 1,000 '
-    "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). "
+    "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). n/a: undefined "
+    "(one gold class, or no confidence to rank by), not zero. "
     "Regenerate with `classify leaderboard --out evals/leaderboard.md`."
 )
 

@@ -136,6 +136,11 @@ def learning_curve(
                 d = rep["dimension"]
                 labeled = {gold.ids[i] for i, y in enumerate(gold.labels[d]) if y is not None}
                 n_train = float(np.mean([len(ids & labeled) for ids in res.train_ids.values()]))
+                if rep["kappa"]["lo"] is None:  # one gold class in the dimension: no curve to fit
+                    raise UsageError(
+                        f"{name}: kappa is undefined on this gold set (one category only, n={rep['n']}); "
+                        "a learning curve needs at least two"
+                    )
                 draw[name] = {"n_train": n_train, **{key: rep["kappa"][key] for key in ("kappa", "lo", "hi", "n")}}
             draws.append(draw)
             n_records.append(float(np.mean([len(ids) for ids in res.train_ids.values()])))

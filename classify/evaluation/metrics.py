@@ -1,6 +1,11 @@
 """Agreement metrics: Cohen's kappa with bootstrap CIs, per-category scores, selective labeling.
 
 Kappa itself is scikit-learn's `cohen_kappa_score`; this module only resamples and tabulates.
+
+A figure that is undefined is None (JSON null, "n/a" in tables), never a number that looks
+measured: kappa when both sides use one and the same category throughout (chance agreement is 1),
+kappa against gold that holds one category only (it is 0 whatever the accuracy, so it says nothing),
+precision of a category never predicted, recall of a category with no gold item.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import (
@@ -19,71 +25,144 @@ from sklearn.metrics import (
 )
 
 INVALID = "__invalid__"  # a prediction that never became a valid label counts as a disagreement
+# Below this many items a kappa and its bootstrap interval are too unstable to read (the interval
+# can collapse to one point): tables say so next to the figure.
+SMALL_N = 30
 
 
-def _kappa(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
+def _kappa(a: Sequence | np.ndarray, b: Sequence | np.ndarray, reference: bool = False) -> float | None:
+    """Cohen's kappa of two label lists; None where it is undefined.
+
+    Undefined: both lists hold one and the same label (chance agreement 1: sklearn returns nan).
+    With `reference` (`a` is gold): also when gold holds a single label, where kappa is 0 for any
+    prediction that is not perfect (97% accuracy included) and so measures nothing.
+    """
+    if len(a) == 0 or (reference and len(set(a)) < 2):
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one-class samples: sklearn warns and returns nan
         k = cohen_kappa_score(a, b)
-    if math.isnan(k):
-        # Both sides constant: perfect agreement if they are the same label, else none.
-        return 1.0 if list(a) == list(b) else 0.0
-    return float(k)
+    return None if math.isnan(k) else float(k)
 
 
 def kappa_ci(
-    y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, float]:
-    """Cohen's kappa and a percentile bootstrap interval, resampling items (issues) with replacement."""
+    y_true: Sequence,
+    y_pred: Sequence,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    reference: bool = False,
+) -> dict[str, Any]:
+    """Cohen's kappa and a percentile bootstrap interval, resampling items (issues) with replacement.
+
+    Resamples where kappa is undefined (one class left, see _kappa) are left out of the percentiles
+    and counted in `n_boot_undefined`; kappa, lo and hi are None where undefined. `reference`: y_true
+    is gold (see _kappa); the coders' agreement leaves it False, neither pass being the reference.
+    """
     a, b = np.asarray(y_true, dtype=object), np.asarray(y_pred, dtype=object)
     n = len(a)
     if n == 0:
-        return {"kappa": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "n_boot": 0}
-    k = _kappa(a, b)
+        return {"kappa": None, "lo": None, "hi": None, "n": 0, "n_boot": 0, "n_boot_undefined": 0}
+    k = _kappa(a, b, reference)
     rng = np.random.default_rng(seed)
-    boots = np.empty(n_boot)
-    for i in range(n_boot):
+    boots = []
+    for _ in range(n_boot):
         idx = rng.integers(0, n, n)
-        boots[i] = _kappa(a[idx], b[idx])
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    return {"kappa": k, "lo": float(lo), "hi": float(hi), "n": n, "n_boot": n_boot}
+        v = _kappa(a[idx], b[idx], reference)
+        if v is not None:
+            boots.append(v)
+    lo = hi = None
+    if boots and k is not None:
+        alpha = (1 - level) / 2
+        lo, hi = (float(x) for x in np.quantile(boots, [alpha, 1 - alpha]))
+    return {"kappa": k, "lo": lo, "hi": hi, "n": n, "n_boot": n_boot, "n_boot_undefined": n_boot - len(boots)}
 
 
-def per_category(y_true: Sequence, y_pred: Sequence, labels: list[str]) -> dict[str, dict[str, float]]:
+def paired_delta_ci(
+    before: tuple[Sequence, Sequence],
+    after: tuple[Sequence, Sequence],
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Change in kappa (after - before) on the same items, with a paired percentile bootstrap interval.
+
+    `before` and `after` are (gold, prediction) lists over the same items in the same order; each
+    resample draws items once and scores both on them, so the interval reflects the change, not the
+    two runs' own sampling noise. Resamples where either kappa is undefined are left out.
+    """
+    gb, pb = (np.asarray(x, dtype=object) for x in before)
+    ga, pa = (np.asarray(x, dtype=object) for x in after)
+    n = len(gb)
+    if not (len(pb) == len(ga) == len(pa) == n):
+        raise ValueError("paired_delta_ci: before and after must cover the same items")
+    kb, ka = _kappa(gb, pb, True), _kappa(ga, pa, True)
+    out: dict[str, Any] = {"n": n, "kappa_before": kb, "kappa_after": ka, "delta": None, "lo": None, "hi": None}
+    if kb is None or ka is None:
+        return out
+    rng = np.random.default_rng(seed)
+    deltas = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        b, a = _kappa(gb[idx], pb[idx], True), _kappa(ga[idx], pa[idx], True)
+        if a is not None and b is not None:
+            deltas.append(a - b)
+    out["delta"] = ka - kb
+    if deltas:
+        alpha = (1 - level) / 2
+        out["lo"], out["hi"] = (float(x) for x in np.quantile(deltas, [alpha, 1 - alpha]))
+    return out
+
+
+def per_category(y_true: Sequence, y_pred: Sequence, labels: list[str]) -> dict[str, dict[str, Any]]:
+    """Precision, recall, F1, support and one-vs-rest kappa per category; None where undefined
+    (precision of a category never predicted, recall of one without support, F1 when both)."""
     p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
     out = {}
     yt, yp = np.asarray(y_true, dtype=object), np.asarray(y_pred, dtype=object)
     for i, lab in enumerate(labels):
+        support, predicted = int(s[i]), int(np.sum(yp == lab))
         out[lab] = {
-            "precision": float(p[i]),
-            "recall": float(r[i]),
-            "f1": float(f[i]),
-            "support": int(s[i]),
-            # One-vs-rest agreement: "is it this category or not" as a two-class kappa.
-            "kappa_ovr": _kappa(yt == lab, yp == lab),
+            "precision": float(p[i]) if predicted else None,
+            "recall": float(r[i]) if support else None,
+            # Missed throughout, or predicted but never gold: F1 0 is the fair verdict; neither: n/a.
+            "f1": float(f[i]) if support or predicted else None,
+            "support": support,
+            # One-vs-rest agreement: "is it this category or not" as a two-class kappa (n/a without support).
+            "kappa_ovr": _kappa(yt == lab, yp == lab, reference=True),
         }
     return out
 
 
+def ranks_by_confidence(confidence: Sequence[float | None]) -> bool:
+    """Whether the confidences can order the items (at least two different values given)."""
+    return len({c for c in confidence if c is not None}) > 1
+
+
 def selective_curve(
     y_true: Sequence, y_pred: Sequence, confidence: Sequence[float | None], steps: Sequence[int] = range(10, 101, 10)
-) -> list[dict[str, float]]:
-    """Kappa and accuracy on the x% most confident predictions (ties broken by input order)."""
+) -> list[dict[str, Any]]:
+    """Kappa and accuracy on the x% most confident predictions (ties broken by input order).
+
+    Without confidences that differ (an LLM that gives none, or the same one for every item) there is
+    no ordering to keep the most confident by: every row but 100% is None. Kappa is None where the slice holds one gold class (see _kappa).
+    """
     conf = np.array([c if c is not None else -1.0 for c in confidence], dtype=float)
+    has_conf = ranks_by_confidence(confidence)
     order = np.argsort(-conf, kind="stable")
     yt, yp = np.asarray(y_true, dtype=object)[order], np.asarray(y_pred, dtype=object)[order]
     n = len(yt)
     rows = []
     for x in steps:
         m = max(1, math.ceil(n * x / 100)) if n else 0
+        ok = m and (has_conf or m == n)
         rows.append(
             {
                 "coverage": x,
                 "n": m,
-                "kappa": _kappa(yt[:m], yp[:m]) if m else float("nan"),
-                "accuracy": float(accuracy_score(yt[:m], yp[:m])) if m else float("nan"),
-                "min_confidence": float(conf[order][m - 1]) if m else float("nan"),
+                "kappa": _kappa(yt[:m], yp[:m], reference=True) if ok else None,
+                "accuracy": float(accuracy_score(yt[:m], yp[:m])) if ok else None,
+                "min_confidence": float(conf[order][m - 1]) if ok and has_conf else None,
             }
         )
     return rows
@@ -99,15 +178,29 @@ def dimension_report(
 ) -> dict:
     """All metrics for one dimension; `labels` fixes the category order of tables and matrices."""
     yp = [p if p is not None else INVALID for p in y_pred]
+    if not y_true:  # e.g. a --limit sample holding no record with a label in this dimension
+        none: dict[str, Any] = {"precision": None, "recall": None, "f1": None, "support": 0, "kappa_ovr": None}
+        return {
+            "n": 0,
+            "n_invalid": 0,
+            "kappa": kappa_ci([], []),
+            "accuracy": None,
+            "macro_f1": None,
+            "per_category": {c: dict(none) for c in labels},
+            "confusion": {"labels": [], "matrix": []},
+            "selective": selective_curve([], [], []),
+            "has_confidence": False,
+        }
     present = [c for c in labels if c in set(y_true) | set(yp)]
     cm_labels = present + ([INVALID] if INVALID in yp else [])
     return {
         "n": len(y_true),
         "n_invalid": sum(1 for p in y_pred if p is None),
-        "kappa": kappa_ci(y_true, yp, n_boot=n_boot, seed=seed),
+        "kappa": kappa_ci(y_true, yp, n_boot=n_boot, seed=seed, reference=True),
         "accuracy": float(accuracy_score(y_true, yp)),
         "macro_f1": float(f1_score(y_true, yp, labels=present, average="macro", zero_division=0)),
         "per_category": per_category(y_true, yp, labels),
         "confusion": {"labels": cm_labels, "matrix": confusion_matrix(y_true, yp, labels=cm_labels).tolist()},
         "selective": selective_curve(y_true, yp, confidence),
+        "has_confidence": ranks_by_confidence(confidence),
     }

@@ -18,17 +18,33 @@ from classify.classifiers.base import ModelOptions, make_classifier, validate_op
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
-from classify.evaluation.compare import compare_metrics, load_run_metrics, previous_folds
+from classify.evaluation.compare import compare_metrics, load_run_metrics, options_of_run, previous_folds
 from classify.evaluation.crossval import (
     EvalResult,
     compute_metrics,
     cross_validate,
     evaluate_on_test,
+    evaluated_folds,
     limit_sample,
+    prediction_rows,
     train_test_leaks,
 )
+from classify.evaluation.leaderboard import run_label
 from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
-from classify.evaluation.report import write_eval
+from classify.evaluation.report import small_sample_warning, write_eval
+
+DEFAULT_MODEL = "embed-logreg"
+
+
+class _ProjectEvals:
+    """The default out_dir: `evals/` of the project folder, resolved when run_eval runs (the
+    current folder may change between import and call); None still means "write nothing"."""
+
+    def __repr__(self) -> str:
+        return "<evals/ of the project folder>"
+
+
+PROJECT_EVALS: Any = _ProjectEvals()
 
 
 class EvalLeakError(ClassifyError):
@@ -43,7 +59,7 @@ class EvalRun:
 
 
 def run_eval(
-    model: str = "embed-logreg",
+    model: str | None = None,
     *,
     taxonomy: str | Path | None = None,
     gold: str | Path | None = None,
@@ -56,24 +72,36 @@ def run_eval(
     options: ModelOptions | None = None,
     cause_shown: bool | None = None,
     compare: str | Path | None = None,
-    out_dir: str | Path | None = paths.EVALS_DIR,
+    out_dir: str | Path | None = PROJECT_EVALS,
     log: Callable[[str], None] | None = None,
+    predicted: Callable[[int], None] | None = None,
+    expected: Callable[[int], None] | None = None,
 ) -> EvalRun:
-    """Agreement of `model` with the gold set: k-fold cross-validation, or training on all of gold
-    and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/` unless out_dir is None.
+    """Agreement of `model` (default embed-logreg) with the gold set: k-fold cross-validation, or
+    training on all of gold and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/`
+    (default: `evals/` of the project folder, classify.core.paths.evals_dir) unless out_dir is None.
+    `expected(n)` is told once how many records will be predicted, `predicted(n)` after each few
+    (for a progress bar; LLM specs report every few records, others once per fold).
 
     `cause_shown` (default: on for trained specs) adds a `<dim>_shown` decision for every dimension
     that gold leaves null (classify.core.causeshown); `metrics["selective_labeling"]` holds calibration
     and coverage at target kappa per dimension (classify.evaluation.profile).
 
     `compare` names an earlier run folder: its folds are reused (a kappa change then comes from the
-    labels, not the split) and metrics["comparison"] holds then, now and the change.
+    labels, not the split), and so are its model and options when `model` (and `options`) are None;
+    a different model or options are evaluated as asked, with a warning that the change then mixes
+    model and labels. metrics["comparison"] holds then, now, the change with a paired bootstrap
+    interval, and how many gold changes took the earlier run's prediction.
     """
     say = log or (lambda msg: None)
     if folds < 2:
         raise UsageError(f"folds must be at least 2, got {folds}")
+    if out_dir is PROJECT_EVALS:
+        out_dir = paths.evals_dir()
     if compare is not None:
-        load_run_metrics(compare)  # fail before spending minutes on the evaluation
+        prev_meta = load_run_metrics(compare)["meta"]  # fail before spending minutes on the evaluation
+        model, options = _model_of_compared_run(model, options, prev_meta, compare, seed, say)
+    model = model or DEFAULT_MODEL
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
     validate_options(model, tax, options)  # a bad spec or option fails here, before any training
@@ -82,14 +110,32 @@ def run_eval(
     # coverage figures are those `classify run --target-kappa` will act on.
     g = derived_gold(g, model, cause_shown)
     if test is not None:
-        res = evaluate_on_test(model, g, derived_gold(load_gold_for(test, tax), model, cause_shown), options)
+        t = derived_gold(load_gold_for(test, tax), model, cause_shown)
+        say(f"{model}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
+        if expected:
+            expected(len(t))
+        res = evaluate_on_test(model, g, t, options, predicted=predicted)
     else:
         given_folds = None
         folds_note = None
         if compare is not None:
             given_folds, folds_note = previous_folds(compare, g.ids, folds)
             say(folds_note)
-        say(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
+        held = evaluated_folds(g, folds, seed, limit, given_folds)
+        n_eval = len(limit_sample(len(g), limit, seed))
+        if n_eval == len(g):
+            say(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
+        else:
+            # Say what is really evaluated: a sample, in the folds that hold it (each fold's model still
+            # trains on every record outside its fold).
+            say(
+                f"{model}: {n_eval} of {len(g)} gold records evaluated (seeded sample, --limit), in "
+                f"{len(held)} of the {folds} cross-validation folds; each fold's model trains on the "
+                "records outside its fold"
+            )
+        if expected:
+            expected(n_eval)
+        order = {f: j + 1 for j, f in enumerate(held)}
         res = cross_validate(
             model,
             g,
@@ -97,8 +143,11 @@ def run_eval(
             k=folds,
             seed=seed,
             limit=limit,
-            progress=lambda f, k: say(f"  fold {f}/{k} done"),
+            progress=lambda f, k: say(
+                f"  fold {f}/{k} done" if len(held) == k else f"  fold {f} done ({order[f - 1]} of {len(held)})"
+            ),
             folds=given_folds,
+            predicted=predicted,
         )
         leaks = train_test_leaks(res)
         if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
@@ -117,16 +166,71 @@ def run_eval(
             f"warning: {len(res.near_duplicates)} evaluated records have a near-duplicate text among their "
             f"model's training records (listed in the report); their agreement is flattered"
         )
+    small = small_sample_warning(metrics)
+    if small:
+        say(f"warning: {small}")
     if compare is not None:
-        new_meta = {"model": model, "taxonomy_fingerprint": tax.fingerprint(), "gold_hash": res.gold.hash}
+        new_meta = {
+            "model": model,
+            "options": options.run_meta(),
+            "taxonomy_fingerprint": tax.fingerprint(),
+            "gold_hash": res.gold.hash,
+        }
         new_gold = {r.id: {d: res.gold.labels[d][i] for d in tax.dimension_ids} for i, r in enumerate(res.gold.records)}
-        metrics["comparison"] = compare_metrics(metrics, new_meta, compare, new_gold)
+        metrics["comparison"] = compare_metrics(
+            metrics,
+            new_meta,
+            compare,
+            new_gold,
+            new_predictions=prediction_rows(res),
+            taxonomy=res.gold.taxonomy,
+            n_boot=n_boot,
+            seed=seed,
+        )
         metrics["comparison"]["folds"] = folds_note if test is None else None
     out = None
     if out_dir is not None:
         # Options name the run in `classify leaderboard` (same spec, other encoder = other row).
         out = write_eval(res, metrics, Path(out_dir), extra_meta={"options": options.run_meta()})
     return EvalRun(res, metrics, out)
+
+
+def _model_of_compared_run(
+    model: str | None,
+    options: ModelOptions | None,
+    prev: dict[str, Any],
+    compare: str | Path,
+    seed: int,
+    say: Callable[[str], None],
+) -> tuple[str | None, ModelOptions | None]:
+    """With --compare: the earlier run's spec and options where none are given; a warning where the
+    given ones differ (the change then mixes the model and the labels)."""
+    prev_model = prev.get("model")
+    if not isinstance(prev_model, str) or not prev_model:
+        if model is None:
+            raise UsageError(f"--compare {compare}: the run records no model; give --model")
+        return model, options
+    label = prev.get("label") or run_label(prev)
+    prev_options, recorded = options_of_run(prev, seed)
+    model = model or prev_model
+    if model == prev_model and options is None:
+        options = prev_options
+    if model != prev_model:
+        say(
+            f"warning: --model {model} differs from the compared run's model {prev_model}: the change mixes "
+            "the model and the gold labels (omit --model to evaluate the run's own)"
+        )
+    elif options is not None and options.run_meta() != prev_options.run_meta():
+        say(
+            f"warning: the options differ from the compared run's ({label}): the change mixes the options "
+            "and the gold labels (omit them to reuse the run's own)"
+        )
+    else:
+        say(
+            f"--compare: evaluating the compared run's model and options ({label})"
+            + ("" if recorded else "; it recorded no options, so the defaults are used")
+        )
+    return model, options
 
 
 def estimate_eval(

@@ -11,6 +11,15 @@ from typing import Any
 
 from classify.core.records import atomic_write_text, write_rows
 from classify.evaluation.crossval import EvalResult, prediction_rows
+from classify.evaluation.metrics import SMALL_N
+
+# Under every table that may show n/a: what it means there.
+NA_NOTE = (
+    "n/a: undefined, not zero: kappa where gold (or both sides) holds a single category, so agreement "
+    "beyond chance cannot be measured (a 97%-accurate slice of one gold class would score kappa 0); "
+    "precision of a category never predicted; recall of a category with no gold item; selective rows "
+    "of a model that gives no confidence to rank by."
+)
 
 
 def run_dir_name(spec: str, when: datetime | None = None) -> str:
@@ -33,8 +42,29 @@ def unique_dir(path: Path) -> Path:
     raise FileExistsError(f"{path}: no free run folder name")
 
 
-def _fmt_k(k: dict) -> str:
-    return f"{k['kappa']:.3f} [{k['lo']:.3f}, {k['hi']:.3f}]"
+def fmt_kappa(k: dict | None, digits: int = 3) -> str:
+    """kappa [lo, hi] with n/a for an undefined kappa or interval (metrics.kappa_ci)."""
+    if not k or k.get("kappa") is None:
+        return "n/a"
+    f = f".{digits}f"
+    ci = "n/a" if k.get("lo") is None else f"{format(k['lo'], f)}, {format(k['hi'], f)}"
+    return f"{format(k['kappa'], f)} [{ci}]"
+
+
+def small_sample_dims(metrics: dict[str, Any]) -> list[str]:
+    """Dimensions whose kappa rests on fewer than SMALL_N items (the interval is not to be trusted)."""
+    return [name for name, rep in metrics["dimensions"].items() if 0 < rep["n"] < SMALL_N]
+
+
+def small_sample_warning(metrics: dict[str, Any]) -> str | None:
+    dims = small_sample_dims(metrics)
+    if not dims:
+        return None
+    which = ", ".join(f"{d} (n={metrics['dimensions'][d]['n']})" for d in dims)
+    return (
+        f"small sample: {which}; below {SMALL_N} items kappa and its bootstrap interval are unstable "
+        "(the interval can collapse to one point): do not read them as a measurement"
+    )
 
 
 def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_meta: dict | None = None) -> Path:
@@ -50,6 +80,8 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
         "gold": str(gold.path) if gold.path else None,
         "gold_hash": gold.hash,
         "n_gold": len(gold),
+        # Records actually predicted and scored (fewer than n_gold under --limit).
+        "n_evaluated": sum(1 for f in res.folds if f != -2),
         "provenance": res.provenance,
         "seconds": round(res.seconds, 2),
         "seconds_per_1000": round(1000 * res.seconds / max(1, sum(1 for f in res.folds if f != -2)), 2),
@@ -91,33 +123,56 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
     files = {}
     for name, rep in metrics["dimensions"].items():
         labels = rep["confusion"]["labels"]
+        if not labels:
+            continue  # no item with a gold label in this dimension (a small --limit sample)
         cm = np.array(rep["confusion"]["matrix"])
+        rows = cm.sum(axis=1, keepdims=True)
+        # Row-normalised: the share of each gold category predicted as each column (its recall on the
+        # diagonal), so a rare category's errors are as visible as a common one's.
+        norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
         size = max(5.0, 0.55 * len(labels) + 2.5)
-        fig, ax = plt.subplots(figsize=(size + 1, size))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 2, size))
         ConfusionMatrixDisplay(cm, display_labels=labels).plot(ax=ax, xticks_rotation=60, colorbar=False, cmap="Blues")
-        k = rep["kappa"]
-        ax.set_title(f"{name}: kappa {k['kappa']:.2f} [{k['lo']:.2f}, {k['hi']:.2f}], n={rep['n']}")
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("gold")
+        ConfusionMatrixDisplay(norm, display_labels=labels).plot(
+            ax=ax2, xticks_rotation=60, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
+        )
+        ax.set_title("counts", fontsize=9)
+        ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
+        for a in (ax, ax2):
+            a.set_xlabel("predicted")
+            a.set_ylabel("gold")
+        fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
         fig.tight_layout()
         fn = f"confusion_{name}.png"
         fig.savefig(out / fn, dpi=110)
         plt.close(fig)
         files[f"confusion_{name}"] = fn
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for name, rep in metrics["dimensions"].items():
+    # The legend goes beside the axes, never over the curves; each dimension keeps one colour for its
+    # kappa, its accuracy and its coders' line, and the coders' lines are named in the legend.
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    coders = metrics.get("coders", {})
+    for j, (name, rep) in enumerate(metrics["dimensions"].items()):
+        if not rep.get("has_confidence", True) or not rep["n"]:
+            continue  # no confidence to rank by: nothing to plot (the report says n/a)
+        colour = colours[j % len(colours)]
         xs = [r["coverage"] for r in rep["selective"]]
-        ax.plot(xs, [r["kappa"] for r in rep["selective"]], marker="o", label=f"{name} kappa")
-        ax.plot(xs, [r["accuracy"] for r in rep["selective"]], ls="--", alpha=0.6, label=f"{name} accuracy")
-    for name, c in metrics.get("coders", {}).items():
-        if name in metrics["dimensions"]:
-            ax.axhline(c["kappa"], color="grey", lw=0.8, ls=":")
+        ys = [np.nan if r["kappa"] is None else r["kappa"] for r in rep["selective"]]
+        acc = [np.nan if r["accuracy"] is None else r["accuracy"] for r in rep["selective"]]
+        ax.plot(xs, ys, marker="o", color=colour, label=f"{name} kappa")
+        ax.plot(xs, acc, ls="--", alpha=0.6, color=colour, label=f"{name} accuracy")
+        c = coders.get(name)
+        if c and c.get("kappa") is not None:
+            ax.axhline(c["kappa"], color=colour, lw=0.9, ls=":", label=f"{name}: coders' kappa {c['kappa']:.2f}")
     ax.set_xlabel("% most confident predictions kept")
     ax.set_ylabel("agreement with gold")
     ax.set_ylim(0, 1.02)
-    ax.set_title("Selective labeling (dotted: coders' kappa)")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("Selective labeling (dotted: the coders' own kappa)")
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.text(0.5, 0.5, "no confidences to rank by", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(out / "selective.png", dpi=110)
     plt.close(fig)
@@ -220,6 +275,11 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         "",
         *([f"- run: `{meta['label']}`"] if meta.get("label", meta["model"]) != meta["model"] else []),
         f"- mode: {meta['mode']} {json.dumps(meta['params'])}",
+        *(
+            [f"- evaluated: {meta['n_evaluated']} of the {meta['n_gold']} gold records (seeded sample, --limit)"]
+            if meta.get("n_evaluated") is not None and meta["n_evaluated"] != meta["n_gold"]
+            else []
+        ),
         f"- taxonomy: {meta['taxonomy']} ({meta['taxonomy_fingerprint']}); gold: {meta['gold']} "
         f"({meta['n_gold']} records, hash {meta['gold_hash']})",
         f"- time: {meta['seconds']} s ({meta['seconds_per_1000']} s per 1,000 records)",
@@ -233,12 +293,16 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
     coders = doc.get("coders", {})
     for name, rep in doc["dimensions"].items():
         c = coders.get(name)
-        cs = f"{_fmt_k(c)} (n={c['n']}, {c['coders'][0]} vs {c['coders'][1]})" if c else "-"
+        cs = f"{fmt_kappa(c)} (n={c['n']}, {c['coders'][0]} vs {c['coders'][1]})" if c else "-"
         lines.append(
-            f"| {name} | {rep['n']} | {rep['n_without_label']} | {_fmt_k(rep['kappa'])} | {rep['accuracy']:.3f} | "
-            f"{rep['macro_f1']:.3f} | {rep['n_invalid']} | {cs} |"
+            f"| {name} | {rep['n']}{' (small)' if 0 < rep['n'] < SMALL_N else ''} | {rep['n_without_label']} | "
+            f"{fmt_kappa(rep['kappa'])} | {_na(rep['accuracy'])} | {_na(rep['macro_f1'])} | {rep['n_invalid']} | {cs} |"
         )
+    warn = small_sample_warning(doc)
     lines += [
+        "",
+        *([f"**Warning, {warn}.**", ""] if warn else []),
+        NA_NOTE,
         "",
         "Coders' kappa is the agreement between the gold set's two independent coding passes on the items "
         "both labeled; it is what the model is compared with, not a ceiling it must stay under.",
@@ -279,8 +343,15 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         cells = []
         for n in names:
             r = doc["dimensions"][n]["selective"][j]
-            cells.append(f"{r['kappa']:.3f} | {r['accuracy']:.3f}")
+            cells.append(f"{_na(r['kappa'])} | {_na(r['accuracy'])}")
         lines.append(f"| {doc['dimensions'][names[0]]['selective'][j]['coverage']}% | " + " | ".join(cells) + " |")
+    no_conf = [n for n in names if not doc["dimensions"][n].get("has_confidence", True) and doc["dimensions"][n]["n"]]
+    if no_conf:
+        lines += [
+            "",
+            f"No confidences to rank by for {', '.join(no_conf)} (the model gives none, or the same for every "
+            "item): the rows below 100% are n/a.",
+        ]
     lines += ["", f"![selective labeling]({pngs['selective']})", ""]
     for name, rep in doc["dimensions"].items():
         lines += [
@@ -289,9 +360,15 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
             "| category | support | precision | recall | F1 | one-vs-rest kappa |",
             "|---|---|---|---|---|---|",
         ]
-        for cat, s in rep["per_category"].items():
+        for cat, c in rep["per_category"].items():
             lines.append(
-                f"| {cat} | {s['support']} | {s['precision']:.2f} | {s['recall']:.2f} | {s['f1']:.2f} | {s['kappa_ovr']:.2f} |"
+                f"| {cat} | {c['support']} | {_na(c['precision'], '.2f')} | {_na(c['recall'], '.2f')} | "
+                f"{_na(c['f1'], '.2f')} | {_na(c['kappa_ovr'], '.2f')} |"
             )
-        lines += ["", f"![confusion matrix {name}]({pngs[f'confusion_{name}']})", ""]
+        lines += ["", "n/a: see the note under the agreement table.", ""]
+        if f"confusion_{name}" in pngs:
+            lines += [
+                f"![confusion matrix {name}: counts, and each gold row's share]({pngs[f'confusion_{name}']})",
+                "",
+            ]
     return "\n".join(lines) + "\n"
