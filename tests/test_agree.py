@@ -299,7 +299,7 @@ def test_leaderboard_labels_tell_runs_apart():
     assert run_label({"model": "x", "provenance": {"encoder": "all-MiniLM-L6-v2|abc"}}) == "x"
     assert (
         run_label({"model": "l", "provenance": {"strategy": "few-shot", "k": 2}, "params": {"limit": 40}})
-        == "l strategy=few-shot k=2 (first 40 records only)"
+        == "l strategy=few-shot k=2 (40-record sample)"
     )
 
 

@@ -166,7 +166,7 @@ def test_compare_reuses_the_runs_model_and_options_and_gives_a_paired_ci(tmp_pat
     doc = json.loads((second / "metrics.json").read_text())
     assert doc["meta"]["model"] == "tfidf-logreg" and doc["meta"]["options"]["extra"] == {"C": 2}
     c = doc["comparison"]
-    assert c["same_model"] and c["same_options"] and not c["same_gold"]
+    assert c["same_model"] and c["same_options"] and c["same_taxonomy"] and not c["same_gold"]
     assert c["gold_labels_changed"]["symptom"] == 8 and c["gold_changes_to_model_label"]["symptom"] == 8
     p = c["dimensions"]["symptom"]["paired"]
     assert p["n"] == 150 and p["delta"] > 0 and p["lo"] <= p["delta"] <= p["hi"]
@@ -200,3 +200,33 @@ def test_test_file_that_repeats_gold_under_new_ids_is_refused_on_the_command_lin
     )
     assert r.exit_code == 2 and "3 of 3 records have the title and body of a gold record" in _flat(r.output)
     assert not (tmp_path / "evals").exists()
+
+
+def test_llm_eval_reports_progress_every_few_records_and_says_n_a_without_confidence(taxonomy, monkeypatch):
+    from fake_openai_server import FakeOpenAI
+
+    from classify.classifiers.base import ModelOptions
+    from classify.evaluation import crossval
+    from classify.evaluation.pipeline import run_eval
+
+    monkeypatch.setattr(crossval, "PROGRESS_CHUNK", 3)
+    seen: list[int] = []
+    total: list[int] = []
+    with FakeOpenAI({d: dim.ids for d, dim in taxonomy.dimensions.items()}) as fake:
+        opts = ModelOptions(show_progress=False, extra={"base_url": fake.base_url})
+        run = run_eval(
+            "openai:fake-model",
+            limit=40,
+            n_boot=100,
+            options=opts,
+            out_dir=None,
+            predicted=seen.append,
+            expected=total.append,
+        )
+        assert fake.n_requests == 40
+    assert total == [40] and sum(seen) == 40
+    assert max(seen) <= 3 and len(seen) >= 40 / 3  # every few records, not one jump per fold
+    # The fake server's answers carry no confidence: no selective figure is made up.
+    sym = run.metrics["dimensions"]["symptom"]
+    if not sym["has_confidence"]:
+        assert all(r["kappa"] is None for r in sym["selective"][:-1])

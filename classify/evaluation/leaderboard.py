@@ -51,7 +51,7 @@ def run_label(meta: dict[str, Any]) -> str:
         label += f" strategy={prov['strategy']}" + (f" k={prov['k']}" if "k" in prov else "")
     limit = (meta.get("params") or {}).get("limit")
     if limit:
-        label += f" (first {limit} records only)"
+        label += f" ({limit}-record sample)"  # --limit: a seeded sample of gold, not its first records
     return label
 
 

@@ -168,6 +168,12 @@ def selective_curve(
     return rows
 
 
+def _confusion(y_true: Sequence, y_pred: Sequence, labels: list[str]) -> list[list[int]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one label only (a small sample): sklearn warns though labels are given
+        return confusion_matrix(y_true, y_pred, labels=labels).tolist()
+
+
 def dimension_report(
     y_true: Sequence[str],
     y_pred: Sequence[str | None],
@@ -200,7 +206,7 @@ def dimension_report(
         "accuracy": float(accuracy_score(y_true, yp)),
         "macro_f1": float(f1_score(y_true, yp, labels=present, average="macro", zero_division=0)),
         "per_category": per_category(y_true, yp, labels),
-        "confusion": {"labels": cm_labels, "matrix": confusion_matrix(y_true, yp, labels=cm_labels).tolist()},
+        "confusion": {"labels": cm_labels, "matrix": _confusion(y_true, yp, cm_labels)},
         "selective": selective_curve(y_true, yp, confidence),
         "has_confidence": ranks_by_confidence(confidence),
     }

@@ -31,7 +31,7 @@ from classify.evaluation.crossval import (
 )
 from classify.evaluation.leaderboard import run_label
 from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
-from classify.evaluation.report import small_sample_warning, write_eval
+from classify.evaluation.report import write_eval
 
 DEFAULT_MODEL = "embed-logreg"
 
@@ -166,9 +166,6 @@ def run_eval(
             f"warning: {len(res.near_duplicates)} evaluated records have a near-duplicate text among their "
             f"model's training records (listed in the report); their agreement is flattered"
         )
-    small = small_sample_warning(metrics)
-    if small:
-        say(f"warning: {small}")
     if compare is not None:
         new_meta = {
             "model": model,
@@ -191,7 +188,10 @@ def run_eval(
     out = None
     if out_dir is not None:
         # Options name the run in `classify leaderboard` (same spec, other encoder = other row).
-        out = write_eval(res, metrics, Path(out_dir), extra_meta={"options": options.run_meta()})
+        # The codebook's own fingerprint, not that of the gold with `<dim>_shown` added: `review build -e`
+        # and `--compare` check a run against the codebook the user passes.
+        meta = {"options": options.run_meta(), "taxonomy_fingerprint": tax.fingerprint()}
+        out = write_eval(res, metrics, Path(out_dir), extra_meta=meta)
     return EvalRun(res, metrics, out)
 
 
