@@ -99,3 +99,42 @@ def test_a_few_invalid_answers_pass_under_the_threshold(tmp_path, taxonomy):
         strict = runner.invoke(app, base + ["-o", str(tmp_path / "b.jsonl"), "--max-invalid", "0.05"])
     assert ok.exit_code == 0, ok.output
     assert strict.exit_code == 1 and "symptom 1/10 (10%)" in " ".join(strict.output.split())
+
+
+def _closed_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return port
+
+
+def test_a_dead_server_or_missing_key_fails_before_training_and_leaves_no_checkpoint(
+    small_input, tmp_path, monkeypatch
+):
+    out = tmp_path / "labels.jsonl"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    r = runner.invoke(app, ["run", "--model", "openai:m", "--base-url", dead, "-i", str(small_input), "-o", str(out)])
+    assert r.exit_code == 2 and "cannot reach the LLM server" in " ".join(r.output.split()), r.output
+    assert "training" not in r.output
+    r = runner.invoke(app, ["eval", "--model", "openai:m", "--base-url", dead, "--out-dir", str(tmp_path / "ev")])
+    assert r.exit_code == 2 and "cannot reach the LLM server" in " ".join(r.output.split()), r.output
+    monkeypatch.delenv("OPENAI_API_KEY")
+    r = runner.invoke(app, ["run", "--model", "openai:gpt-4o-mini", "-i", str(small_input), "-o", str(out)])
+    assert r.exit_code == 2 and "no API key" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no output, no checkpoint, no eval folder
+
+
+def test_a_run_that_fails_before_its_first_row_leaves_no_checkpoint(small_input, tmp_path, taxonomy):
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.core.records import read_records
+    from classify.labeling.resumable import label_records, partial_path
+
+    clf = make_classifier("tfidf-logreg", taxonomy, ModelOptions())  # never fitted: predict fails
+    out = tmp_path / "labels.jsonl"
+    with pytest.raises(Exception):  # noqa: B017 (whatever the failure, the checkpoint must go)
+        label_records(clf, read_records(small_input), out, {}, "S")
+    assert not partial_path(out).exists()

@@ -145,6 +145,12 @@ class Classifier(ABC):
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Free what the classifier holds (loaded encoders, connections). It may be used again after."""
 
+    def preflight(self) -> None:
+        """Before any training: fail now on what would fail later (a missing API key, a server that
+        refuses connections). Default: check the members, if any."""
+        for m in self.members:
+            m.preflight()
+
     @property
     def stats(self) -> Any:
         """Request statistics of models that call a server (LLMs); None for the others."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from classify.classifiers.base import ModelOptions, make_classifier, validate_options
+from classify.classifiers.base import ModelOptions, make_classifier, uses_llm, validate_options
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
@@ -105,6 +105,9 @@ def run_eval(
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
     validate_options(model, tax, options)  # a bad spec or option fails here, before any training
+    if uses_llm(model):  # a missing key or a dead server fails now, not after the first fold
+        with make_classifier(model, tax, options) as probe:
+            probe.preflight()
     base_dims = tax.dimension_ids
     # "Cause shown" is learned as a decision of its own (classify.core.causeshown), so the report's
     # coverage figures are those `classify run --target-kappa` will act on.

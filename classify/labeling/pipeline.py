@@ -149,6 +149,7 @@ def _label_file_locked(
     say = progress.log or (lambda msg: None)
     tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     _check_out(out, [Path(input), tax.path, g.path])
+    clf.preflight()  # a missing key or a dead server fails now, not after training
     keep = tuple(keep)
     _check_keep(keep, records, tax.dimension_ids)
     dims = tax.dimension_ids

@@ -20,7 +20,7 @@ from classify.classifiers.base import Classifier, ModelOptions, ModelSpecError, 
 from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
 from classify.classifiers.llm.cache import LLMStore
 from classify.classifiers.llm.client import ChatClient, ClientStats, RequestFailed
-from classify.classifiers.llm.endpoint import Endpoint, make_endpoint
+from classify.classifiers.llm.endpoint import Endpoint, check_reachable, make_endpoint
 from classify.classifiers.llm.prompts import Example, PromptSet
 from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
 from classify.classifiers.llm.settings import LLMSettings
@@ -174,6 +174,14 @@ class LLMClassifier(Classifier):
             self.encoder_key = enc.model_key
         self.fitted = True
         return self
+
+    def preflight(self) -> None:
+        """The key is set and the server accepts connections (answers anything at all to GET /models),
+        before minutes of training and encoding; `local:` servers are started by us later."""
+        if self.family == "local":
+            return
+        self.endpoint.api_key()  # EndpointError when the variable is missing
+        check_reachable(self.endpoint.url, timeout=min(10.0, self.endpoint.timeout))
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""

@@ -16,6 +16,8 @@ Servers differ in two ways that matter here, so both are settings with per-serve
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -114,6 +116,22 @@ class Endpoint:
             "structured": self.structured,
             "fold_system": self.fold_system,
         }
+
+
+def check_reachable(url: str, timeout: float = 10.0) -> None:
+    """Raise EndpointError when nothing answers at `url` (connection refused, unknown host, timeout).
+    Any HTTP answer, even 401 or 404, means a server is there: what it says is the run's business."""
+    target = url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise EndpointError(
+            f"cannot reach the LLM server at {redact_url(url)}: {reason} (is it running? is --base-url right?)"
+        ) from None
 
 
 def make_endpoint(
