@@ -107,140 +107,103 @@ def label_file(
         raise RunError(f"{out} is a file; a .hf output is a dataset folder")
     if out.is_dir() and out.suffix != ".hf":
         raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
-    with output_lock(out):
-        return _label_file_locked(
-            model,
-            input,
-            out,
-            taxonomy,
-            gold,
-            options,
-            force,
-            chunk_size,
-            screen,
-            screen_model,
-            screen_options,
-            target_kappa,
-            targets,
-            keep,
-            progress,
-            t0,
-        )
-
-
-def _label_file_locked(
-    model,
-    input,
-    out,
-    taxonomy,
-    gold,
-    options,
-    force,
-    chunk_size,
-    screen,
-    screen_model,
-    screen_options,
-    target_kappa,
-    targets,
-    keep,
-    progress,
-    t0,
-) -> RunSummary:
     say = progress.log or (lambda msg: None)
-    tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
-    _check_out(out, [Path(input), tax.path, g.path])
-    clf.preflight()  # a missing key or a dead server fails now, not after training
-    keep = tuple(keep)
-    _check_keep(keep, records, tax.dimension_ids)
-    dims = tax.dimension_ids
-    routable = routable_dimensions(tax)
-    routed = parse_targets(target_kappa, targets or {}, routable + (["screening"] if screen else []))
-    screen_target = routed.pop("screening", None)
-    if progress.total:
-        progress.total(len(records))
-    if force:
-        partial_path(out).unlink(missing_ok=True)
-    sig_parts: dict[str, Any] = {
-        "model": model,
-        "options": options.__dict__,
-        "taxonomy": tax.fingerprint(),
-        "gold": g.hash,
-        "input": input_fingerprint(Path(input)),
-        **({"keep": list(keep)} if keep != DEFAULT_KEEP else {}),
-        **({"targets": routed, "screen_target": screen_target} if routed or screen_target else {}),
-    }
-    screen_clf: Classifier | None = None
-    if screen:
-        s_tax, s_gold = load_task("screening")
-        # The screening model gets its own options: the labeling model's (LLM flags, C, ...) are not its.
-        s_opts = screen_options or replace(ModelOptions(), seed=options.seed, show_progress=False)
-        screen_clf = make_classifier(screen_model, s_tax, s_opts)  # validated before any training
-        _check_out(out, [s_gold.path, s_tax.path])
-        sig_parts["screen"] = {
-            "model": screen_model,
-            "options": s_opts.__dict__,
-            "gold": s_gold.hash,
-            "taxonomy": s_tax.fingerprint(),
+    # Held for the whole run: a second run on this output is refused at once (resumable.output_lock).
+    with output_lock(out):
+        tax, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+        _check_out(out, [Path(input), tax.path, g.path])
+        clf.preflight()  # a missing key or a dead server fails now, not after training
+        keep = tuple(keep)
+        _check_keep(keep, records, tax.dimension_ids)
+        dims = tax.dimension_ids
+        routable = routable_dimensions(tax)
+        routed = parse_targets(target_kappa, targets or {}, routable + (["screening"] if screen else []))
+        screen_target = routed.pop("screening", None)
+        if progress.total:
+            progress.total(len(records))
+        if force:
+            partial_path(out).unlink(missing_ok=True)
+        sig_parts: dict[str, Any] = {
+            "model": model,
+            "options": options.__dict__,
+            "taxonomy": tax.fingerprint(),
+            "gold": g.hash,
+            "input": input_fingerprint(Path(input)),
+            **({"keep": list(keep)} if keep != DEFAULT_KEEP else {}),
+            **({"targets": routed, "screen_target": screen_target} if routed or screen_target else {}),
         }
-    fields: dict[str, Any] = {}
-    screen_fields = None
-    try:
-        screen_fn = None
-        if screen_clf is not None:
-            if screen_target is not None:
-                s_router = _router(screen_model, s_gold, s_opts, {"screening": screen_target}, say)
-                screen_fields = lambda ps: s_router.fields({"screening": ps})  # noqa: E731
-                screen_clf.close()
-                screen_clf = s_router.labeling_model(screen_model, s_opts)
-            say(f"training screening model {screen_model} on {len(s_gold)} screening records")
-            s_train = s_router.training_gold if screen_target is not None else s_gold
-            screen_clf.fit(s_train.records, s_train.labels)
-            fitted = screen_clf
-            screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
-        router = None
-        train_gold = g
-        if routed:
-            router = _router(model, g, options, routed, say)
-            train_gold = router.training_gold  # with the "cause shown" decisions the thresholds assume
+        screen_clf: Classifier | None = None
+        if screen:
+            s_tax, s_gold = load_task("screening")
+            # The screening model gets its own options: the labeling model's (LLM flags, C, ...) are not its.
+            s_opts = screen_options or replace(ModelOptions(), seed=options.seed, show_progress=False)
+            screen_clf = make_classifier(screen_model, s_tax, s_opts)  # validated before any training
+            _check_out(out, [s_gold.path, s_tax.path])
+            sig_parts["screen"] = {
+                "model": screen_model,
+                "options": s_opts.__dict__,
+                "gold": s_gold.hash,
+                "taxonomy": s_tax.fingerprint(),
+            }
+        fields: dict[str, Any] = {}
+        screen_fields = None
+        try:
+            screen_fn = None
+            if screen_clf is not None:
+                if screen_target is not None:
+                    s_router = _router(screen_model, s_gold, s_opts, {"screening": screen_target}, say)
+                    screen_fields = lambda ps: s_router.fields({"screening": ps})  # noqa: E731
+                    screen_clf.close()
+                    screen_clf = s_router.labeling_model(screen_model, s_opts)
+                say(f"training screening model {screen_model} on {len(s_gold)} screening records")
+                s_train = s_router.training_gold if screen_target is not None else s_gold
+                screen_clf.fit(s_train.records, s_train.labels)
+                fitted = screen_clf
+                screen_fn = lambda recs: fitted.predict(recs)["screening"]  # noqa: E731
+            router = None
+            train_gold = g
+            if routed:
+                router = _router(model, g, options, routed, say)
+                train_gold = router.training_gold  # with the "cause shown" decisions the thresholds assume
+                clf.close()
+                clf = router.labeling_model(model, options)
+                fields["fields"] = router.fields
+            n_models = f"{len(clf.members)} fold models of " if isinstance(clf, FoldModels) else ""
+            say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
+            clf.fit(train_gold.records, train_gold.labels)
+            prov = provenance_for(clf, g)
+            prov["taxonomy"] = tax.label
+            if router is not None:
+                prov.update(router.provenance())
+            if screen_clf is not None:
+                prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
+                prov["screening_options"] = screen_clf.options.run_meta()
+                prov["screening_taxonomy"] = (
+                    s_tax.label
+                )  # the screening labels' own taxonomy (review build --labels checks it)
+            summary = label_records(
+                clf,
+                records,
+                out,
+                prov,
+                run_signature(sig_parts),
+                chunk_size=chunk_size,
+                progress=progress.labeled,
+                screen=screen_fn,
+                prepare_progress=progress.encoded,
+                screen_prepare=screen_clf.prepare if screen_clf is not None else None,
+                screen_fields=screen_fields,
+                dims=routable if routed else dims,
+                keep=keep,
+                **fields,
+            )
+            summary.model_stats = clf.stats
+        finally:
             clf.close()
-            clf = router.labeling_model(model, options)
-            fields["fields"] = router.fields
-        n_models = f"{len(clf.members)} fold models of " if isinstance(clf, FoldModels) else ""
-        say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
-        clf.fit(train_gold.records, train_gold.labels)
-        prov = provenance_for(clf, g)
-        prov["taxonomy"] = tax.label
-        if router is not None:
-            prov.update(router.provenance())
-        if screen_clf is not None:
-            prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
-            prov["screening_options"] = screen_clf.options.run_meta()
-            prov["screening_taxonomy"] = (
-                s_tax.label
-            )  # the screening labels' own taxonomy (review build --labels checks it)
-        summary = label_records(
-            clf,
-            records,
-            out,
-            prov,
-            run_signature(sig_parts),
-            chunk_size=chunk_size,
-            progress=progress.labeled,
-            screen=screen_fn,
-            prepare_progress=progress.encoded,
-            screen_prepare=screen_clf.prepare if screen_clf is not None else None,
-            screen_fields=screen_fields,
-            dims=routable if routed else dims,
-            keep=keep,
-            **fields,
-        )
-        summary.model_stats = clf.stats
-    finally:
-        clf.close()
-        if screen_clf is not None:
-            screen_clf.close()
-    summary.seconds = time.perf_counter() - t0
-    return summary
+            if screen_clf is not None:
+                screen_clf.close()
+        summary.seconds = time.perf_counter() - t0
+        return summary
 
 
 def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:

@@ -144,42 +144,6 @@ def _default_fields(preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
     return [label_fields({d: preds[d][i] for d in preds}) for i in range(n)]
 
 
-def _append_rows(
-    part,
-    todo,
-    clf,
-    provenance,
-    screen,
-    fields,
-    screen_fields,
-    dims,
-    keep,
-    chunk_size,
-    progress,
-    prepare_progress,
-    screen_prepare,
-) -> None:
-    """Label `todo` block by block, appending each chunk's rows to the checkpoint (fsynced)."""
-    # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
-    # encoding pass pads little, and checkpoints still follow every few hundred records.
-    block = 4 * chunk_size
-    with part.open("a", encoding="utf-8") as f:
-        for bstart in range(0, len(todo), block):
-            todo_block = todo[bstart : bstart + block]
-            prepare = clf.prepare if screen is None else screen_prepare
-            if prepare is not None:
-                prepare(todo_block, progress=prepare_progress)
-            for start in range(0, len(todo_block), chunk_size):
-                chunk = todo_block[start : start + chunk_size]
-                rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep)
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-                if progress:
-                    progress(len(chunk))
-
-
 def label_records(
     clf: Classifier,
     records: list[Record],
@@ -219,21 +183,24 @@ def label_records(
         + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
     )
     try:
-        _append_rows(
-            part,
-            todo,
-            clf,
-            provenance,
-            screen,
-            fields,
-            screen_fields,
-            dims,
-            keep,
-            chunk_size,
-            progress,
-            prepare_progress,
-            screen_prepare,
-        )
+        # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
+        # encoding pass pads little, and checkpoints still follow every few hundred records.
+        block = 4 * chunk_size
+        with part.open("a", encoding="utf-8") as f:
+            for bstart in range(0, len(todo), block):
+                todo_block = todo[bstart : bstart + block]
+                prepare = clf.prepare if screen is None else screen_prepare
+                if prepare is not None:
+                    prepare(todo_block, progress=prepare_progress)
+                for start in range(0, len(todo_block), chunk_size):
+                    chunk = todo_block[start : start + chunk_size]
+                    rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep)
+                    for row in rows:
+                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    if progress:
+                        progress(len(chunk))
     except BaseException:
         # A run that dies before its first row (a dead server, a bad key) leaves no checkpoint behind.
         if not done_rows and not _read_partial(part, signature):
