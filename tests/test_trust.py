@@ -228,6 +228,25 @@ def test_a_damaged_profile_cache_is_recomputed_with_a_warning(constructed, taxon
     assert not prof.from_cache
     assert "damaged" in caplog.text
     assert json.loads(entry.read_text())["key"] == entry.stem  # rewritten whole
+    # Valid JSON of the wrong shape, an entry that is a folder, a cache folder that is a file: the same.
+    doc = json.loads(entry.read_text())
+    doc["predictions"]["symptom"][0]["confidence"] = "abc"
+    entry.write_text(json.dumps(doc))
+    assert not gold_profile("tfidf-logreg", g, ModelOptions()).from_cache
+    entry.unlink()
+    entry.mkdir()
+    assert not gold_profile("tfidf-logreg", g, ModelOptions()).from_cache
+    assert entry.is_file()
+    profiles = cache_dir() / "profiles"
+    for p in profiles.iterdir():
+        if p.is_dir():
+            p.rmdir()
+        else:
+            p.unlink()
+    profiles.rmdir()
+    profiles.write_text("not a folder")
+    assert not gold_profile("tfidf-logreg", g, ModelOptions()).from_cache
+    assert profiles.is_dir() and gold_profile("tfidf-logreg", g, ModelOptions()).from_cache
 
 
 def test_shown_dimension_follows_the_nulls(gold):
@@ -257,6 +276,8 @@ def test_eval_reports_coverage_calibration_and_the_reliability_diagram(tmp_path,
             if c["threshold"] is not None:
                 assert c["kappa_lo"] >= float(c["target"]) and 0 < c["coverage"] <= 1
         assert 0 <= rep["calibration"]["after"]["ece"] <= 1
+    # The group level's own figures, not its categories' (summing probabilities changes them).
+    assert sel["root_cause_group"]["calibration"]["before"] != sel["root_cause"]["calibration"]["before"]
     assert run.out_dir is not None
     assert (run.out_dir / "reliability.png").stat().st_size > 5000
     text = (run.out_dir / "report.md").read_text()

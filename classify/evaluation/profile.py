@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,12 +74,6 @@ def _pred_to_json(p: Prediction | None) -> dict | None:
     if p is None:
         return None
     return {"label": p.label, "confidence": p.confidence, "proba": p.proba, "status": p.status}
-
-
-def _pred_from_json(d: dict | None) -> Prediction | None:
-    if d is None:
-        return None
-    return Prediction(label=d["label"], confidence=d["confidence"], proba=d["proba"], status=d["status"])
 
 
 def _matrix(preds: Sequence[Prediction | None], classes: list[str]) -> np.ndarray | None:
@@ -146,6 +141,7 @@ class DimensionScores:
     calibrated: bool  # False when the model gives no class probabilities
     before: CalibrationFigures
     after: CalibrationFigures
+    uncalibrated: list[Prediction] = field(default_factory=list)  # the same rows before calibration
 
     @property
     def labels(self) -> list[str | None]:
@@ -258,14 +254,16 @@ class GoldProfile:
             tdim = g.taxonomy.dimensions[self.grouped[dim]]
             y_true = [y if y == NONE_SHOWN else str(tdim.group_of(y)) for y in base.y_true]
             after = [self._to_group(base.dim, p) for p in base.predictions]
+            before = [self._to_group(base.dim, p) for p in base.uncalibrated]
             return DimensionScores(
                 dim,
                 y_true,
                 after,  # type: ignore[arg-type]
                 base.folds,
                 base.calibrated,
-                base.before,  # the category level's: groups are sums of the calibrated categories
+                _figures(y_true, before),  # type: ignore[arg-type]
                 _figures(y_true, after),  # type: ignore[arg-type]
+                before,  # type: ignore[arg-type]
             )
 
         def calibrated(d: str) -> tuple[list[Prediction | None], bool]:
@@ -320,6 +318,7 @@ class GoldProfile:
             ok,
             _figures(y_true, p_before),  # type: ignore[arg-type]
             _figures(y_true, p_after),  # type: ignore[arg-type]
+            p_before,  # type: ignore[arg-type]
         )
 
     def thresholds(self, targets: dict[str, float], cross_fit: bool = False) -> dict[str, Threshold]:
@@ -373,10 +372,44 @@ def derived_gold(gold: GoldSet, spec: str, cause_shown: bool | None = None) -> G
     return with_shown_dimensions(gold, nullable_dimensions(gold)) if cause_shown else gold
 
 
-def _cache_path(key: str):
+def _move_aside(path: Path, why: object) -> None:
+    """A cache entry is rebuildable: set the damaged one aside (kept for a post-mortem) and go on."""
+    n = 0
+    while (aside := path.with_name(f"{path.name}.damaged{'-' + str(n) if n else ''}")).exists():
+        n += 1
+    log.warning("warning: profile cache %s is damaged (%s); moved to %s and recomputed", path, why, aside.name)
+    path.rename(aside)
+
+
+def _cache_path(key: str) -> Path:
     d = paths.cache_dir() / "profiles"
+    if d.exists() and not d.is_dir():
+        _move_aside(d, "not a folder")
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{key}.json"
+
+
+def _number(x: Any) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"not a number: {x!r}")
+    return float(x)
+
+
+def _pred_from_json(d: Any) -> Prediction | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict) or not isinstance(d.get("status"), str):
+        raise ValueError("a prediction that is not an object with a status")
+    label, proba = d.get("label"), d.get("proba")
+    if label is not None and not isinstance(label, str):
+        raise ValueError(f"label {label!r} is not text")
+    if proba is not None:
+        if not isinstance(proba, dict):
+            raise ValueError("probabilities that are not an object")
+        proba = {str(c): float(_number(v) or 0.0) for c, v in proba.items()}
+    return Prediction(label=label, confidence=_number(d.get("confidence")), proba=proba, status=d["status"])
 
 
 def _load_cached(key: str, gold: GoldSet) -> dict | None:
@@ -385,15 +418,17 @@ def _load_cached(key: str, gold: GoldSet) -> dict | None:
         return None
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("key") != key or doc.get("ids") != gold.ids:
+        if not isinstance(doc, dict) or doc.get("key") != key or doc.get("ids") != gold.ids:
             raise ValueError("content does not match its key")
         preds = {d: [_pred_from_json(x) for x in v] for d, v in doc["predictions"].items()}
         if set(preds) != set(gold.taxonomy.dimension_ids) or any(len(v) != len(gold) for v in preds.values()):
             raise ValueError("dimensions or lengths differ")
-        return {"predictions": preds, "folds": doc["folds"], "provenance": doc.get("provenance", {})}
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
-        log.warning("warning: profile cache %s is damaged (%s); recomputing it", path, e)
-        path.rename(path.with_suffix(".damaged"))
+        folds = doc["folds"]
+        if len(folds) != len(gold) or any(isinstance(f, bool) or not isinstance(f, int) for f in folds):
+            raise ValueError("folds do not match the gold set")
+        return {"predictions": preds, "folds": folds, "provenance": doc.get("provenance", {})}
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as e:  # UnicodeDecodeError is a ValueError
+        _move_aside(path, e)
         return None
 
 
@@ -406,7 +441,10 @@ def store_profile(key: str, res: EvalResult) -> None:
         "provenance": res.provenance,
         "predictions": {d: [_pred_to_json(p) for p in ps] for d, ps in res.predictions.items()},
     }
-    atomic_write_text(_cache_path(key), json.dumps(doc))
+    try:
+        atomic_write_text(_cache_path(key), json.dumps(doc))
+    except OSError as e:  # a cache that cannot be written costs time next run, nothing else
+        log.warning("warning: could not write the profile cache (%s); the next run cross-validates again", e)
 
 
 def profile_from_result(res: EvalResult, base_dims: list[str], from_cache: bool = False) -> GoldProfile:

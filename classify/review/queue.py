@@ -206,17 +206,22 @@ RARE_BONUS = 0.15  # a suggestion of a category gold rarely holds: a decision te
 def _routed_reason(row: dict, d: str, model: str, source: str, rarity: dict[str, dict[str, float]]) -> Reason:
     sug, conf = row.get(f"{d}_suggestion"), row.get(f"{d}_confidence")
     routing = (row.get("routing") or {}).get(d) or {}
-    share = rarity.get(d, {}).get(str(sug), 0.0)
-    weight = (
-        ROUTED_WEIGHT + 0.3 * (1.0 - float(conf if conf is not None else 0.0)) + (RARE_BONUS if share < 0.05 else 0.0)
-    )
+    shares = rarity.get(d) or {}
+    share = shares.get(str(sug), 0.0) if shares else None  # None: no gold to tell rare from common
+    rare = share is not None and share < 0.05
+    weight = ROUTED_WEIGHT + 0.3 * (1.0 - float(conf if conf is not None else 0.0)) + (RARE_BONUS if rare else 0.0)
     target = routing.get("target_kappa")
+    why = (
+        f"below the threshold for kappa {target}"
+        if routing.get("threshold") is not None
+        else f"no confidence threshold reaches kappa {target} on gold"
+    )
     return Reason(
         kind="routed",
         source=source,
         weight=round(weight, 4),
-        detail=f"{model} suggests {sug} ({_fmt(conf)}), below the threshold for kappa {target}"
-        + (f" (a category {share:.0%} of gold holds)" if share < 0.05 else ""),
+        detail=f"{model} suggests {sug} ({_fmt(conf)}): {why}"
+        + (f" (a category {share:.0%} of gold holds)" if rare else ""),
     )
 
 
@@ -226,8 +231,9 @@ def _run_views(
     rarity: dict[str, dict[str, float]] = {}
     if gold is not None:
         for d in dims:
-            ys = [y for y in gold.labels.get(d, []) if y is not None]
-            rarity[d] = {c: n / len(ys) for c, n in Counter(ys).items()} if ys else {}
+            labels = gold.labels.get(d, [])
+            # none_shown (a null gold label) counts as what it is: often the commonest answer
+            rarity[d] = {str(c if c is not None else NONE_SHOWN): n / len(labels) for c, n in Counter(labels).items()}
     by_run: dict[str, dict[str, dict]] = {name: {str(r["id"]): r for r in rows} for name, rows in runs.items()}
     for name, rows in by_run.items():
         for rid, row in rows.items():

@@ -23,6 +23,11 @@ def _row(rid: str, **dims) -> dict:
     return row
 
 
+def view_detail(queue, rid: str, dim: str) -> str:
+    (item,) = [it for it in queue.items if it.id == rid and it.dimension == dim]
+    return item.reasons[0].detail
+
+
 def test_review_rows_are_queued_lowest_confidence_and_rare_first(tmp_path):
     gold_path, tax_path = gold_subset(tmp_path)
     g = load_gold(gold_path, load_taxonomy(tax_path))
@@ -48,5 +53,26 @@ def test_review_rows_are_queued_lowest_confidence_and_rare_first(tmp_path):
     # the reviewer sees the model's suggestion as its label
     view = {(it.id, it.dimension): it.models[0] for it in queue.items}
     assert view[(ids[0], "symptom")].label == "crash"
+    assert "below the threshold for kappa 0.87" in view_detail(queue, ids[0], "symptom")
     scores = {(it.id, it.dimension): it.score for it in queue.items}
     assert scores[(ids[1], "root_cause")] > scores[(ids[0], "symptom")]  # confidence 0.3 < 0.45
+
+
+def test_none_shown_is_not_rare_and_no_threshold_is_said_plainly(tmp_path):
+    gold_path, tax_path = gold_subset(tmp_path)
+    g = load_gold(gold_path, load_taxonomy(tax_path))
+    inp = unlabeled_subset(tmp_path, 3)
+    ids = [r.id for r in read_records(inp)]
+    rows = [
+        _row(ids[0], root_cause=("review", "none_shown", 0.9)),
+        _row(ids[1], root_cause=("review", "software_incompatibility", 0.5)),
+    ]
+    for r in rows:
+        r["routing"]["root_cause"]["threshold"] = None
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    queue, _ = build_queue(g, runs=[labels], inputs=[inp], use_cleanlab=False)
+    detail = view_detail(queue, ids[0], "root_cause")
+    assert "no confidence threshold reaches kappa 0.87" in detail and "of gold holds" not in detail
+    # a doubtful cause outranks a confident "no cause shown"
+    assert [it.id for it in queue.items][0] == ids[1]
