@@ -78,6 +78,7 @@ def test_merge_says_who_made_every_label(tmp_path):
     assert rows["a"]["root_cause_by"] == "coders coder_a+coder_b"
     api_group = load_taxonomy().dimensions["root_cause"].group_of("api_misuse")
     assert rows["a"]["root_cause_group"] == api_group and rows["a"]["root_cause_group_status"] == "coded"
+    assert s.by_dimension["root_cause_group"]["coded"] == 1
     assert rows["b"]["symptom"] == "hang" and rows["b"]["symptom_coded_by"] == "ana, ben"
     assert rows["b"]["root_cause_status"] == "none_shown" and rows["b"]["root_cause"] is None
     assert rows["c"]["symptom_status"] == "review" and rows["c"]["symptom_by"] is None  # still waiting for people
@@ -89,7 +90,8 @@ def test_merge_refuses_bad_codes_unknown_ids_conflicts_and_overwriting_inputs(tm
     labels = _labels(tmp_path)
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "a", "symptom": "explosion"}])
     with pytest.raises(
-        MergeError, match="unknown symptom label 'explosion' \\(allowed: deployment_failure, build_failure"
+        MergeError,
+        match="unknown symptom label 'explosion' \\(allowed: deployment_failure, build_failure.*or null for no label",
     ):
         merge_coded(labels, [bad], tmp_path / "o.jsonl")
     stray = write_jsonl(tmp_path / "stray.jsonl", [{"id": "zzz", "symptom": "crash"}])
@@ -115,3 +117,29 @@ def test_merge_cli_prints_the_counts(tmp_path):
     assert "wrote 3 rows" in r.output and "root_cause: review 1, none_shown 1, coded 1" in r.output
     row = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()][2]
     assert row["root_cause_status"] == "coded" and row["root_cause"] is None  # people said: no cause shown
+
+
+def test_merge_reads_workbench_coders_and_group_codes(tmp_path):
+    labels = _labels(tmp_path)
+    tax = load_taxonomy()
+    group = tax.dimensions["root_cause"].group_of("api_misuse")
+    coded = write_jsonl(
+        tmp_path / "coded.jsonl",
+        [
+            {"id": "a", "symptom": "crash", "coded_by": {"coder_a": "ana", "coder_b": "ben"}, "adjudication_note": "x"},
+            {"id": "c", "root_cause_group": group},  # a group coded on its own
+        ],
+    )
+    s = merge_coded(labels, [coded], tmp_path / "m.jsonl")
+    rows = {r["id"]: r for r in read_rows(tmp_path / "m.jsonl")}
+    assert rows["a"]["symptom_by"] == "coders ana, ben (adjudicated)"
+    assert rows["c"]["root_cause_group"] == group and rows["c"]["root_cause_group_status"] == "coded"
+    assert rows["c"]["root_cause_status"] == "review"  # the category still waits
+    assert s.by_dimension["root_cause_group"]["coded"] == 1
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "c", "root_cause_group": "nonsense"}])
+    with pytest.raises(MergeError, match="unknown root_cause_group 'nonsense'"):
+        merge_coded(labels, [bad], tmp_path / "m2.jsonl")
+    other = next(g for g in tax.dimensions["root_cause"].groups if g != group)
+    clash = write_jsonl(tmp_path / "clash.jsonl", [{"id": "c", "root_cause": "api_misuse", "root_cause_group": other}])
+    with pytest.raises(MergeError, match="is not the group of root_cause"):
+        merge_coded(labels, [clash], tmp_path / "m3.jsonl")

@@ -43,11 +43,18 @@ class MergeSummary:
 
 
 def _coders_of(row: dict[str, Any]) -> str:
-    if row.get("coded_by"):
-        by = row["coded_by"]
-        return ", ".join(map(str, by)) if isinstance(by, list) else str(by)
-    names = [k for k in ("coder_a", "coder_b") if row.get(k)]
-    return "+".join(names) if names else "people"
+    """Who coded a row: `coded_by` (a name, a list, or the workbench's {pass: name}), else the passes."""
+    by = row.get("coded_by")
+    if isinstance(by, dict):
+        names = [str(v) for v in by.values() if v]
+    elif isinstance(by, list):
+        names = [str(v) for v in by if v]
+    elif by:
+        names = [str(by)]
+    else:
+        names = [k for k in ("coder_a", "coder_b") if row.get(k)]
+    who = (", " if by else "+").join(names) if names else "people"
+    return who + (" (adjudicated)" if row.get("adjudication_note") else "")
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -71,7 +78,15 @@ def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
                     problem = tax.validate_label(d, row[d])
                     if problem:
                         allowed = ", ".join(tax.dimensions[d].ids)
-                        raise MergeError(f"{p}: id {rid}: {problem} (allowed: {allowed}, or empty)")
+                        raise MergeError(f"{p}: id {rid}: {problem} (allowed: {allowed}, or null for no label)")
+                gd = f"{d}_group"
+                groups = tax.dimensions[d].groups
+                if gd in row and row[gd] is not None:
+                    if not groups or row[gd] not in groups:
+                        allowed = ", ".join(groups) or f"none: {d} has no groups"
+                        raise MergeError(f"{p}: id {rid}: unknown {gd} {row[gd]!r} (allowed: {allowed}, or null)")
+                    if d in row and row[d] is not None and tax.dimensions[d].group_of(row[d]) != row[gd]:
+                        raise MergeError(f"{p}: id {rid}: {gd} {row[gd]!r} is not the group of {d} {row[d]!r}")
             if rid in coded:
                 a, b = coded[rid], row
                 clash = [d for d in tax.dimension_ids if d in a and d in b and a[d] != b[d]]
@@ -126,6 +141,13 @@ def merge_coded(
         for d in routable_dimensions(tax):
             if d in coded_groups:
                 continue
+            if code is not None and d in code and d not in tax.dimensions:  # a group coded on its own
+                row[d] = code[d]
+                row[f"{d}_status"] = CODED
+                row[f"{d}_coded_by"] = _coders_of(code)
+                row[f"{d}_by"] = f"coders {_coders_of(code)}"
+                counts[d][CODED] += 1
+                continue
             if code is not None and d in code and d in tax.dimensions:
                 row[d] = code[d]
                 row[f"{d}_status"] = CODED
@@ -138,6 +160,7 @@ def merge_coded(
                     row[f"{gd}_status"] = CODED
                     row[f"{gd}_by"] = row[f"{d}_by"]
                     coded_groups.add(gd)
+                    counts[gd][CODED] += 1
                 continue
             status = row.get(f"{d}_status")
             r = routing.get(d) or {}
