@@ -232,11 +232,11 @@ def test_write_gold_keeps_unchanged_lines_byte_for_byte(tmp_path, gold_rows):
 
 
 def _checkpoint(tmp_path, body: bytes):
-    from classify.labeling.resumable import _read_partial
+    from classify.labeling.resumable import read_checkpoint
 
     part = tmp_path / "o.jsonl.partial.jsonl"
     part.write_bytes(body)
-    return lambda: _read_partial(part, "S1")
+    return lambda: read_checkpoint(part, "S1")
 
 
 def test_checkpoint_tolerates_a_tail_torn_inside_a_character(tmp_path):

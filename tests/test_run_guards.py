@@ -138,3 +138,50 @@ def test_a_run_that_fails_before_its_first_row_leaves_no_checkpoint(small_input,
     with pytest.raises(Exception):  # noqa: B017 (whatever the failure, the checkpoint must go)
         label_records(clf, read_records(small_input), out, {}, "S")
     assert not partial_path(out).exists()
+
+
+def test_routed_run_details(small_input, tmp_path):
+    """Issue #12 review findings: checkpoint refusal names what changed, before any training; untargeted
+    dimensions are labeled as a plain run labels them; --keep refuses fields the output writes itself."""
+    from classify.labeling.resumable import partial_path
+
+    out = tmp_path / "r.jsonl"
+    part = partial_path(out)
+    part.write_text('{"signature": "old", "parts": {"targets": "x"}}\n')
+    with pytest.raises(RunError, match=r"\(.*targets.* changed\)"):
+        label_file("tfidf-logreg", small_input, out, target_kappa=0.87)
+    part.unlink()
+    label_file("tfidf-logreg", small_input, out, targets={"symptom": 0.8})
+    plain = tmp_path / "p.jsonl"
+    label_file("tfidf-logreg", small_input, plain)
+    routed_rows = [json.loads(x) for x in out.read_text().splitlines()]
+    plain_rows = [json.loads(x) for x in plain.read_text().splitlines()]
+    for r, p in zip(routed_rows, plain_rows):
+        assert "root_cause_status" not in r and r["root_cause"] == p["root_cause"] is not None
+        assert r["symptom_status"] in ("auto", "review")
+    with pytest.raises(ValueError, match="--keep symptom_status: the output writes that field itself"):
+        label_file("tfidf-logreg", small_input, tmp_path / "k.jsonl", keep=("symptom_status",))
+    with pytest.raises(ValueError, match="--target-kappa must be between 0 and 1"):
+        label_file("tfidf-logreg", small_input, tmp_path / "t.jsonl", target_kappa=1.0)
+    r = runner.invoke(
+        app, ["run", "--model", "tfidf-logreg", "-i", str(small_input), "-o", str(tmp_path / "e.jsonl"), "--keep", ""]
+    )
+    assert r.exit_code == 2 and "--keep: give field names" in r.output
+
+
+def test_routed_screening_records_its_threshold_and_says_why_labels_are_empty(tmp_path):
+    from conftest import ROOT
+
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join((ROOT / "data" / "issues.jsonl").read_text().splitlines(True)[:30]))
+    out = tmp_path / "s.jsonl"
+    s = label_file("tfidf-logreg", inp, out, screen=True, screen_model="tfidf-logreg", target_kappa=0.8)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert set(rows[0]["routing"]) >= {"screening", "symptom", "root_cause"}
+    assert s.routing["screening"]["auto"] + s.routing["screening"]["review"] == 30
+    for r in rows:
+        assert r["screening_status"] in ("auto", "review")
+        if r["screening_status"] == "auto" and r["screening_suggestion"] != "failure_report":
+            assert r["symptom"] is None and r["symptom_status"] == "screened_out"  # said, not left blank
+        else:  # kept or doubtful: labeled (or routed) for the reviewer
+            assert r["symptom_status"] in ("auto", "review")

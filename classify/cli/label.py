@@ -73,8 +73,9 @@ def run_cmd(
             "--target-kappa",
             min=0.0,
             max=1.0,
-            help="Give a label alone only where it keeps this kappa with the coders (95% guarantee); the rest "
-            "is marked review. Thresholds come from cross-validation on gold (cached). See docs/trust.md.",
+            help="Give a label alone only where it keeps this kappa with the coders (95% guarantee; between 0 "
+            "and 1, exclusive); the rest is marked review. Thresholds come from cross-validation on gold "
+            "(cached). See docs/trust.md.",
         ),
     ] = None,
     target: Annotated[
@@ -117,6 +118,8 @@ def run_cmd(
     targets = {k: _kappa_value(k, v) for k, v in parse_opts(target, "--target").items()}
     if keep is not None and no_keep:
         fail("--keep and --no-keep: give one")
+    if keep is not None and not keep.strip(","):
+        fail("--keep: give field names (comma-separated), or --no-keep for none")
     kept = () if no_keep else tuple(f.strip() for f in keep.split(",") if f.strip()) if keep else DEFAULT_KEEP
     if (screen_opt or screen_model) and not screen:
         fail(f"{'--screen-opt' if screen_opt else '--screen-model'}: only with --screen")
@@ -125,7 +128,13 @@ def run_cmd(
     )
     if llm.dry_run:
         for text in estimate_labeling(
-            model, input or paths.default_input(), taxonomy=taxonomy, gold=gold, options=options, screen=screen
+            model,
+            input or paths.default_input(),
+            taxonomy=taxonomy,
+            gold=gold,
+            options=options,
+            screen=screen,
+            routed=target_kappa is not None or bool(targets),
         ):
             console.print(text)
         return
@@ -159,6 +168,19 @@ def run_cmd(
                 labeled=bar.update,
             ),
         )
+    except KeyboardInterrupt:
+        from classify.labeling.resumable import partial_path
+
+        part = partial_path(out)
+        n = max(0, len(part.read_text(encoding="utf-8").splitlines()) - 1) if part.exists() else 0
+        err.print(
+            f"interrupted: {n} labeled rows are kept in {part}; the same command resumes from there"
+            if n
+            else "interrupted before any row was labeled",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
     except Exception as e:
         from classify.classifiers.llm.client import LLMError
 

@@ -28,8 +28,10 @@ from classify.labeling.resumable import (
     input_fingerprint,
     label_records,
     output_lock,
+    part_hashes,
     partial_path,
     provenance_for,
+    read_checkpoint,
     run_signature,
     strip_label_fields,
 )
@@ -145,14 +147,19 @@ def label_file(
                 "gold": s_gold.hash,
                 "taxonomy": s_tax.fingerprint(),
             }
+        signature = run_signature(sig_parts)
+        if partial_path(out).exists():  # a checkpoint of other arguments is refused before any training
+            read_checkpoint(partial_path(out), signature, part_hashes(sig_parts))
         fields: dict[str, Any] = {}
         screen_fields = None
+        s_router_used: Router | None = None
         try:
             screen_fn = None
             if screen_clf is not None:
                 if screen_target is not None:
                     s_router = _router(screen_model, s_gold, s_opts, {"screening": screen_target}, say)
                     screen_fields = lambda ps: s_router.fields({"screening": ps})  # noqa: E731
+                    s_router_used = s_router
                     screen_clf.close()
                     screen_clf = s_router.labeling_model(screen_model, s_opts)
                 say(f"training screening model {screen_model} on {len(s_gold)} screening records")
@@ -173,8 +180,12 @@ def label_file(
             clf.fit(train_gold.records, train_gold.labels)
             prov = provenance_for(clf, g)
             prov["taxonomy"] = tax.label
-            if router is not None:
-                prov.update(router.provenance())
+            routing: dict[str, Any] = {}
+            for r in (router, s_router_used):
+                if r is not None:
+                    routing.update(r.provenance()["routing"])
+            if routing:
+                prov["routing"] = routing
             if screen_clf is not None:
                 prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
                 prov["screening_options"] = screen_clf.options.run_meta()
@@ -186,7 +197,7 @@ def label_file(
                 records,
                 out,
                 prov,
-                run_signature(sig_parts),
+                signature,
                 chunk_size=chunk_size,
                 progress=progress.labeled,
                 screen=screen_fn,
@@ -195,6 +206,8 @@ def label_file(
                 screen_fields=screen_fields,
                 dims=routable if routed else dims,
                 keep=keep,
+                signature_parts=part_hashes(sig_parts),
+                screened_status="screened_out" if routed else None,
                 **fields,
             )
             summary.model_stats = clf.stats
@@ -206,12 +219,18 @@ def label_file(
         return summary
 
 
+# Fields every labels row has of its own: an input column of the same name would be overwritten.
+OWN_FIELDS = {"id", "repo", "model", "taxonomy", "gold_hash", "run_options", "labeled_at", "provenance", "prompt_hash"}
+OWN_FIELDS |= {"routing", "screening", "screening_model", "screening_options", "screening_taxonomy"}
+
+
 def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:
-    """--keep names fields the input has (a typo would silently give an empty column) and no label field."""
+    """--keep names fields the input has (a typo would silently give an empty column) and no field the
+    output writes itself (a label, its status or confidence, provenance)."""
     present = set(CORE_FIELDS) | {k for r in records for k in r.fields}
     for k in keep:
-        if k in ("id", "repo") or k in dims:
-            raise UsageError(f"--keep {k}: that field is written anyway (or is a label)")
+        if k in OWN_FIELDS or any(k == d or k.startswith(f"{d}_") for d in [*dims, "screening"]):
+            raise UsageError(f"--keep {k}: the output writes that field itself")
         if k not in present:
             raise UsageError(f"--keep {k}: no such field in the input (fields: {', '.join(sorted(present))})")
 
@@ -240,6 +259,7 @@ def estimate_labeling(
     gold: str | Path | None = None,
     options: ModelOptions | None = None,
     screen: bool = False,
+    routed: bool = False,
 ) -> list[str]:
     """Dry run of `label_file` for LLM specs: what it would send, as printable text; sends nothing."""
     input = Path(input) if input else paths.default_input()
@@ -247,4 +267,9 @@ def estimate_labeling(
 
     _, records, g, _, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     notes = ["(--screen would send fewer: only records screened as failure reports)"] if screen else []
+    if routed:
+        notes.append(
+            f"(--target-kappa also needs the model's gold profile: a 5-fold cross-validation that predicts all "
+            f"{len(g)} gold records once more, unless `classify eval` or an earlier routed run cached it)"
+        )
     return dry_run_estimates(clf, g, records) + notes

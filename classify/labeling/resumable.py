@@ -84,7 +84,12 @@ def run_signature(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _read_partial(path: Path, signature: str) -> list[dict]:
+def part_hashes(parts: dict[str, Any]) -> dict[str, str]:
+    """One hash per argument group, kept in the checkpoint header to say which one changed."""
+    return {k: run_signature({k: v}) for k, v in parts.items()}
+
+
+def read_checkpoint(path: Path, signature: str, parts: dict[str, str] | None = None) -> list[dict]:
     """Rows already labeled by an interrupted run with the same signature.
 
     A kill mid-write can only tear the last line (the checkpoint is rewritten whole before each
@@ -100,9 +105,15 @@ def _read_partial(path: Path, signature: str) -> list[dict]:
     if not isinstance(first.value, dict):
         raise RunError(f"{path}: checkpoint header is not a JSON object; remove it or pass --force")
     if first.value.get("signature") != signature:
+        then = first.value.get("parts")
+        if isinstance(then, dict) and parts:
+            changed = sorted(k for k in set(then) | set(parts) if then.get(k) != parts.get(k))
+            what = ", ".join(changed) or "the arguments"
+        else:
+            what = "model, options, targets, taxonomy, gold or input"
         raise RunError(
-            f"{path}: a checkpoint from a run with different arguments exists "
-            f"(model/taxonomy/gold/input differ); pass --force to discard it and start over"
+            f"{path}: a checkpoint from a run with different arguments exists ({what} changed); "
+            f"rerun with the same arguments to resume, or pass --force to discard it and start over"
         )
     problems = got.problems + [
         (ln.number, "not a row with an id")
@@ -159,6 +170,8 @@ def label_records(
     screen_fields: Callable[[list[Prediction]], list[dict[str, Any]]] | None = None,
     dims: list[str] | None = None,
     keep: tuple[str, ...] = DEFAULT_KEEP,
+    signature_parts: dict[str, str] | None = None,
+    screened_status: str | None = None,
 ) -> RunSummary:
     """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
 
@@ -168,7 +181,7 @@ def label_records(
     """
     dims = dims or clf.taxonomy.dimension_ids  # the label fields a screened-out row holds empty
     part = partial_path(out)
-    done_rows = _read_partial(part, signature) if part.exists() else []
+    done_rows = read_checkpoint(part, signature, signature_parts) if part.exists() else []
     done = {r["id"] for r in done_rows}
     todo = [r for r in records if r.id not in done]
     summary = RunSummary(out=out, total=len(records), resumed=len(done))
@@ -178,7 +191,7 @@ def label_records(
     # here must not lose what the checkpoint already holds).
     atomic_write_text(
         part,
-        json.dumps({"signature": signature})
+        json.dumps({"signature": signature, "parts": signature_parts or {}})
         + "\n"
         + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
     )
@@ -194,7 +207,9 @@ def label_records(
                     prepare(todo_block, progress=prepare_progress)
                 for start in range(0, len(todo_block), chunk_size):
                     chunk = todo_block[start : start + chunk_size]
-                    rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep)
+                    rows = _label_chunk(
+                        clf, chunk, provenance, screen, fields, screen_fields, dims, keep, screened_status
+                    )
                     for row in rows:
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
                     f.flush()
@@ -203,10 +218,10 @@ def label_records(
                         progress(len(chunk))
     except BaseException:
         # A run that dies before its first row (a dead server, a bad key) leaves no checkpoint behind.
-        if not done_rows and not _read_partial(part, signature):
+        if not done_rows and not read_checkpoint(part, signature):
             part.unlink(missing_ok=True)
         raise
-    all_rows = {r["id"]: r for r in _read_partial(part, signature)}
+    all_rows = {r["id"]: r for r in read_checkpoint(part, signature)}
     ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
     write_rows(out, ordered)
     part.unlink()
@@ -232,7 +247,15 @@ def _base(r: Record, keep: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _label_chunk(
-    clf, chunk, provenance, screen, fields: FieldsFn, screen_fields, dims: list[str], keep: tuple[str, ...]
+    clf,
+    chunk,
+    provenance,
+    screen,
+    fields: FieldsFn,
+    screen_fields,
+    dims: list[str],
+    keep: tuple[str, ...],
+    screened_status: str | None = None,
 ) -> list[dict]:
     if screen is None:
         return [{**_base(r, keep), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
@@ -262,6 +285,8 @@ def _label_chunk(
             row.update(by_i[i])
         else:  # screened out: no symptom or root cause
             row.update({dim: None for dim in dims})
+            if screened_status:  # routed runs say why the label is empty
+                row.update({f"{dim}_status": screened_status for dim in dims})
         row.update(provenance)
         rows.append(row)
     return rows

@@ -44,6 +44,8 @@ def routable_dimensions(tax: Taxonomy) -> list[str]:
 
 def parse_targets(target_kappa: float | None, per_dim: dict[str, float], dims: list[str]) -> dict[str, float]:
     """Targets per dimension: `--target-kappa` for every dimension, `--target dim=k` overriding one."""
+    if target_kappa is not None and not 0 < target_kappa < 1:
+        raise UsageError(f"--target-kappa must be between 0 and 1 (exclusive), got {target_kappa}")
     for d, k in per_dim.items():
         if d not in dims:
             raise UsageError(f"--target {d}={k}: unknown dimension {d!r} (known: {', '.join(dims)})")
@@ -51,7 +53,7 @@ def parse_targets(target_kappa: float | None, per_dim: dict[str, float], dims: l
     out.update(per_dim)
     for d, k in out.items():
         if not 0 < k < 1:
-            raise UsageError(f"target kappa for {d} must be between 0 and 1 (exclusive), got {k}")
+            raise UsageError(f"--target {d}={k}: the target must be between 0 and 1 (exclusive)")
     return out
 
 
@@ -81,6 +83,13 @@ class Router:
         """Per record, the label fields of every dimension (raw probabilities kept for the corpus report)."""
         n = len(next(iter(preds.values()))) if preds else 0
         final = self.profile.finalize(preds)
+        # A dimension without a target is labeled as a plain run labels it (the cause given as the model
+        # sees it, its group that cause's group), so routing one dimension changes no other.
+        plain = {d: self.profile.calibrate(d, preds[d]) for d in self.profile.base_dims if d in preds}
+        for gd, d in self.profile.grouped.items():
+            if d in plain:
+                tdim = self.profile.gold.taxonomy.dimensions[d]
+                plain[gd] = [_group_label(tdim, p) for p in plain[d]]
         rows: list[dict[str, Any]] = [{} for _ in range(n)]
         for d, plist in final.items():
             th = self.thresholds.get(d)
@@ -99,8 +108,9 @@ class Router:
                 label = p.label if ok and p is not None else None
                 conf = p.confidence if ok and p is not None else None
                 if th is None:  # no target for this dimension: labeled as without routing
-                    row[d] = None if label == NONE_SHOWN else label
-                    row[f"{d}_confidence"] = _r(conf)
+                    q = plain[d][i]
+                    row[d] = q.label if q is not None else None
+                    row[f"{d}_confidence"] = _r(q.confidence) if q is not None else None
                     continue
                 auto = ok and apply_threshold(conf, th.threshold)
                 row[d] = label if auto and label != NONE_SHOWN else None
@@ -171,6 +181,12 @@ class FoldModels(Classifier):
     def close(self) -> None:
         for m in self.models:
             m.close()
+
+
+def _group_label(tdim, p: Prediction | None) -> Prediction | None:
+    if p is None or p.label is None:
+        return p
+    return Prediction(label=tdim.group_of(p.label), confidence=p.confidence)
 
 
 def _average(preds: list[Prediction]) -> Prediction:
