@@ -185,3 +185,19 @@ def test_routed_screening_records_its_threshold_and_says_why_labels_are_empty(tm
             assert r["symptom"] is None and r["symptom_status"] == "screened_out"  # said, not left blank
         else:  # kept or doubtful: labeled (or routed) for the reviewer
             assert r["symptom_status"] in ("auto", "review")
+
+
+def test_an_internal_error_is_one_line_with_the_log_path(monkeypatch, tmp_path):
+    import classify.evaluation.agreement as agreement
+    from classify.core.paths import cache_dir
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")  # stands for any bug of ours below the CLI
+
+    monkeypatch.setattr(agreement, "gold_summary", broken)
+    r = runner.invoke(app, ["gold", "stats", "--n-boot", "100"])
+    assert r.exit_code == 1
+    assert "internal error: RuntimeError: boom (traceback in" in " ".join(r.output.split())
+    assert "Traceback" not in r.output
+    log = (cache_dir() / "errors.log").read_text()
+    assert "Traceback" in log and "RuntimeError: boom" in log

@@ -258,6 +258,22 @@ def model_options(
     )
 
 
+def _internal_error_log(e: BaseException) -> str:
+    import traceback
+    from datetime import datetime, timezone
+
+    from classify.core.paths import cache_dir
+
+    try:
+        path = cache_dir() / "errors.log"
+        with path.open("a", encoding="utf-8") as f:
+            f.write(f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} {' '.join(sys.argv)}\n")
+            f.write("".join(traceback.format_exception(type(e), e, e.__traceback__)))
+        return str(path)
+    except OSError:
+        return "(could not write the log)"
+
+
 class UserErrorGroup(TyperGroup):
     """The root command group: a ClassifyError from any command below becomes `error: ...`, exit 2."""
 
@@ -271,3 +287,19 @@ class UserErrorGroup(TyperGroup):
             if os.environ.get("CLASSIFY_DEBUG"):
                 raise
             fail(f"{e} (set CLASSIFY_DEBUG=1 for the traceback)")
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            from typer._click.exceptions import ClickException
+
+            # Usage errors are typer's to print; anything else is our bug, not the user's: one line,
+            # and the traceback in a log file to attach to a report.
+            if isinstance(e, ClickException) or os.environ.get("CLASSIFY_DEBUG"):
+                raise
+            err.print(
+                f"internal error: {type(e).__name__}: {e} (traceback in {_internal_error_log(e)}; please "
+                "report it; CLASSIFY_DEBUG=1 shows it here)",
+                markup=False,
+                highlight=False,
+            )
+            raise typer.Exit(1) from None
