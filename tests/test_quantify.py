@@ -116,3 +116,23 @@ def test_unseen_reports(gold, shared_cache):
         print(f"{dim}: {sel.method} TV {err:.3f} (counting {naive:.3f}), coverage {cover:.2f}, n={len(rows)}")
         assert err < naive  # the correction helps on reports it never saw
         assert cover >= 0.8  # intervals cover the true share for at least 80% of categories
+
+
+def test_errors_on_groups_are_measured_on_groups():
+    # a classifier that confuses classes 0 and 1 (one group) but never crosses into class 2
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 60)
+    P = np.zeros((len(y), 3))
+    for i, c in enumerate(y):
+        if c == 2:
+            P[i, 2] = 1
+        else:
+            P[i, rng.integers(0, 2)] = 1
+    beh = qf.Behaviour(["a", "b", "c"], P, y, np.arange(len(y)) % 5, probabilistic=False)
+    sel = qf.select_method(beh, 60)
+    assert sel.errors_on(np.eye(3)) == pytest.approx(sel.errors)
+    groups = np.array([[1, 0], [1, 0], [0, 1]])
+    on_groups = sel.errors_on(groups)
+    assert on_groups["CC"] < 1e-12 < sel.errors["CC"]
+    d = sel.as_dict(groups)
+    assert d["error"] == on_groups[sel.method] and d["naive_error"] == on_groups["CC"]

@@ -13,7 +13,7 @@ from rich.table import Table
 from classify.cli.common import GoldPath, Seed, TaxonomyPath, console, err
 
 
-def _pct(v: float) -> str:
+def _pct(v: float | None) -> str:
     return "-" if v is None or math.isnan(v) else f"{100 * v:.2f}%"
 
 
@@ -26,7 +26,11 @@ def report_cmd(
     ] = None,
     out_dir: Annotated[
         Optional[Path],
-        typer.Option("--out-dir", help="Folder for corpus.json, PNGs and report.html (default: <labels>.report/)."),
+        typer.Option(
+            "--out-dir",
+            help="Folder for corpus.json, PNGs and report.html (default: beside the labels, named after them without "
+            "the extension: labels.jsonl -> labels.report/).",
+        ),
     ] = None,
     reference: Annotated[
         Optional[Path],
@@ -69,15 +73,22 @@ def report_cmd(
     )
     for name, d in stats["dimensions"].items():
         c = d["correction"]
+        on = " on groups" if c.get("measured_on") == "groups" else ""
         how = (
-            f"{c['method']} (error {100 * c['error']:.1f} pts TV on shifted gold; counting {100 * c['naive_error']:.1f})"
+            f"{c['method']} (error {100 * c['error']:.1f} pts TV{on} on shifted gold; counting {100 * c['naive_error']:.1f})"
             if c["method"] != "none"
             else "counts"
         )
+        st = d.get("status") or {}
+        if st.get("review"):
+            how += f"; {st['review']} await review (their unreviewed suggestions count)"
         t = Table(title=f"{name}: {how}; n={d['overall']['n']}")
         for col in ("category", "count", "count share", "estimate", "95% interval"):
             t.add_column(col)
         for cat, sh in d["overall"]["shares"].items():
+            if sh["estimate"] is None:  # e.g. a category gold never holds
+                t.add_row(cat, str(sh["k"]), _pct(sh["naive"]), "n/a", sh.get("note") or "")
+                continue
             t.add_row(
                 cat, str(sh["k"]), _pct(sh["naive"]), _pct(sh["estimate"]), f"{_pct(sh['lo'])} - {_pct(sh['hi'])}"
             )
@@ -94,8 +105,8 @@ def report_cmd(
                 _pct(r["share"]),
                 _pct(r["estimate"]),
                 f"{_pct(r['lo'])} - {_pct(r['hi'])}",
-                f"{100 * r['difference']:+.1f} pts",
-                "yes" if r["inside"] else "no",
+                "n/a" if r["difference"] is None else f"{100 * r['difference']:+.1f} pts",
+                "n/a" if r["inside"] is None else ("yes" if r["inside"] else "no"),
             )
         console.print(t)
     console.print(f"report: {out}/report.html")

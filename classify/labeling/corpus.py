@@ -31,6 +31,9 @@ from classify.labeling import quantify as qf
 log = logging.getLogger("classify")
 
 SMALL_N = 30  # below this many reports a library's shares get a small-sample warning
+TINY_N = 5  # below this many a library's shares are not shown at all (n/a): an interval on 1-4 reports says nothing
+STATUSES = ("auto", "review", "coded", "none_shown", "unrouted")
+NO_GOLD = "no gold examples: cannot be estimated"
 HUMAN_STATUSES = ("human", "coded", "coded_by_human")
 
 
@@ -61,6 +64,25 @@ def is_failure_report(row: dict[str, Any]) -> bool:
 def is_human(row: dict[str, Any], dim: str) -> bool:
     """Coded by a person (review of `run --target-kappa` output): counted as is, never corrected."""
     return row.get(f"{dim}_status") in HUMAN_STATUSES or bool(row.get(f"{dim}_coded_by") or row.get("coded_by"))
+
+
+def status_of(row: dict[str, Any], dim: str) -> str:
+    """Where a row's label for `dim` comes from: `auto` (the model's label stands), `review` (the
+    model's suggestion, awaiting a person), `coded` (a person), `none_shown` (root cause: the model
+    is sure the thread shows none), `unrouted` (a run without --target-kappa: the model's label)."""
+    if is_human(row, dim):
+        return "coded"
+    st = row.get(f"{dim}_status")
+    return st if st in ("auto", "review", "none_shown") else "unrouted"
+
+
+def label_of(row: dict[str, Any], dim: str) -> str | None:
+    """The label a report counts with: its label, or for a row awaiting review the model's suggestion
+    (what the corrected shares count too, through the row's probabilities)."""
+    v = row.get(dim)
+    if v is None and status_of(row, dim) == "review":
+        v = row.get(f"{dim}_suggestion")
+    return v if isinstance(v, str) else None
 
 
 @dataclass
@@ -110,6 +132,7 @@ class DimensionInput:
     human: list[tuple[str, int]]  # (library, class index) of human-coded rows
     n_missing: int
     selective: bool  # classes end with none_shown (cause-shown decision composed in)
+    n_none_shown: int = 0  # uncorrected: rows the model routed as showing no cause (not "missing")
 
 
 def _dimension_input(lab: list[dict[str, Any]], tax: Taxonomy, dim: str, corr: Correction | None) -> DimensionInput:
@@ -145,7 +168,7 @@ def _dimension_input(lab: list[dict[str, Any]], tax: Taxonomy, dim: str, corr: C
     rows_P: list[np.ndarray] = []
     libs: list[str] = []
     human: list[tuple[str, int]] = []
-    missing = 0
+    missing = n_none = 0
     auto_rows: list[dict[str, Any]] = []
     for r in lab:
         if is_human(r, dim):
@@ -174,14 +197,16 @@ def _dimension_input(lab: list[dict[str, Any]], tax: Taxonomy, dim: str, corr: C
             libs.append(library_of(r))
     else:
         for r in auto_rows:
-            v = r.get(dim)
+            v = label_of(r, dim)
             if v in classes:
                 rows_P.append(qf.one_hot([v], classes)[0])
                 libs.append(library_of(r))
+            elif v == NONE_SHOWN or status_of(r, dim) == "none_shown":
+                n_none += 1
             else:
                 missing += 1
     P_c = np.array(rows_P) if rows_P else np.zeros((0, len(classes)))
-    return DimensionInput(classes, beh, P_c, libs, human, missing, selective)
+    return DimensionInput(classes, beh, P_c, libs, human, missing, selective, n_none)
 
 
 def _subsets(inp: DimensionInput, libs: list[str]) -> dict[str, qf.Subset]:
@@ -214,9 +239,17 @@ def _entry(naive_k: int, n: int, est: float, lo: float, hi: float) -> dict[str, 
 
 
 def _table(
-    classes: list[str], cats: list[str], roll: np.ndarray, e: qf.ShareEstimate | None, counts: np.ndarray, n: int
+    classes: list[str],
+    cats: list[str],
+    roll: np.ndarray,
+    e: qf.ShareEstimate | None,
+    counts: np.ndarray,
+    n: int,
+    no_gold: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> dict[str, Any]:
-    """Shares of `cats` (= columns of `roll`, a classes x cats 0/1 matrix) for one subset."""
+    """Shares of `cats` (= columns of `roll`, a classes x cats 0/1 matrix) for one subset. A category
+    in `no_gold` has no gold item: the model's error on it is unmeasured (it never learnt it), so its
+    share is not estimated (null), never a certain 0."""
     shares: dict[str, Any] = {}
     naive_k = counts @ roll
     if e is not None and n:
@@ -229,6 +262,8 @@ def _table(
             shares[c] = _entry(int(naive_k[j]), n, w["share"], w["lo"], w["hi"])
         else:
             shares[c] = _entry(int(naive_k[j]), n, float(est[j]), float(lo[j]), float(hi[j]))
+        if c in no_gold and e is not None:
+            shares[c].update(estimate=None, share=None, lo=None, hi=None, note=NO_GOLD)
     return shares
 
 
@@ -273,18 +308,29 @@ def corpus_stats(
     for d, dim in tax.dimensions.items():
         inp = _dimension_input(lab, tax, d, correction)
         k = len(inp.classes)
+        status = Counter(status_of(r, d) for r in lab)
+        split = {st: status.get(st, 0) for st in STATUSES}
+        if split["review"]:
+            out["caveats"].append(
+                f"{d}: {split['review']} of {len(lab)} reports await review (their confidence is below the threshold "
+                f"for the target kappa); the shares count the model's unreviewed suggestions for them"
+                + (" through its probabilities." if correction else ".")
+            )
+        # categories gold never holds: the model cannot predict them and no error on them was measured
+        absent = (
+            {c for i, c in enumerate(inp.classes) if c != NONE_SHOWN and not np.any(inp.behaviour.y == i)}
+            if inp.behaviour is not None
+            else set()
+        )
         subsets = _subsets(inp, libs)
         est: dict[str, qf.ShareEstimate] | None = None
         shown_est: dict[str, qf.ShareEstimate] | None
-        method: dict[str, Any] = {"method": "none", "method_name": "count of labels (no correction)"}
+        sel: qf.Selection | None = None
         if inp.behaviour is not None and len(inp.P):
             sel = qf.select_method(inp.behaviour, len(inp.P), protocol=protocol, seed=seed)
             est = qf.estimate_shares(
                 inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
             )
-            method = sel.as_dict()
-            method["n_gold"] = len(inp.behaviour.y)
-            method["n_boot"] = n_boot
         if est is not None and inp.selective:
             keep = np.arange(k - 1)
             shown_est = {name: _renormalise(e, keep) for name, e in est.items()}
@@ -311,7 +357,24 @@ def corpus_stats(
                     g[i, groups.index(grp)] = 1
             fields.append((f"{d}_group", groups, g))
         for name, names, rmat in fields:
-            entry: dict[str, Any] = {"scope": scope, "correction": method}
+            method: dict[str, Any] = {"method": "none", "method_name": "count of labels (no correction)"}
+            if sel is not None and inp.behaviour is not None:
+                # the error on this field's own shares: for groups, measured on groups (a report moved
+                # between two causes of one group is no error there), none_shown kept as its own column
+                full = np.zeros((k, rmat.shape[1] + (1 if inp.selective else 0)))
+                full[: rmat.shape[0], : rmat.shape[1]] = rmat
+                if inp.selective:
+                    full[-1, -1] = 1
+                method = sel.as_dict(None if name == d else full)
+                method["measured_on"] = "categories" if name == d else "groups"
+                method["n_gold"] = len(inp.behaviour.y)
+                method["n_boot"] = n_boot
+            na = (
+                set(absent)
+                if name == d
+                else {g for j, g in enumerate(names) if {c for c in cats if rmat[cats.index(c), j]} <= absent}
+            )
+            entry: dict[str, Any] = {"scope": scope, "correction": method, "status": split}
             for sub in ["overall"] + libs:
                 s = subsets[sub]
                 counts = np.bincount(s.P.argmax(axis=1), minlength=k) if len(s.P) else np.zeros(k)
@@ -324,8 +387,10 @@ def corpus_stats(
                     "n": n,
                     "n_human": int(s.human_counts(k)[: len(cats)].sum()),
                     "n_missing": inp.n_missing if sub == "overall" else None,
-                    "shares": _table(inp.classes, names, rmat, e, counts, n),
+                    "shares": _table(inp.classes, names, rmat, e, counts, n, na),
                 }
+                if sub == "overall" and inp.n_none_shown:
+                    dist["n_none_shown"] = inp.n_none_shown
                 if inp.selective and est is not None:
                     ns = est[sub]
                     lo, hi = qf.interval(ns.replicates[:, -1:]) if len(ns.replicates) else (np.full(1, np.nan),) * 2
@@ -337,7 +402,10 @@ def corpus_stats(
                         "hi": float(hi[0]),
                         "n": int(tot),
                     }
-                if sub != "overall" and n < SMALL_N:
+                if sub != "overall" and n < TINY_N:
+                    dist["too_few"] = True
+                    dist["warning"] = f"too few reports ({n}): shares not shown"
+                elif sub != "overall" and n < SMALL_N:
                     dist["warning"] = f"small sample: {n} reports; shares are rough"
                 if sub == "overall":
                     entry["overall"] = dist
@@ -358,10 +426,18 @@ def corpus_stats(
         ia, ib = tax.dimensions[a].ids, tax.dimensions[b].ids
         m = np.zeros((len(ia), len(ib)), dtype=int)
         for r in lab:
-            if r.get(a) in ia and r.get(b) in ib:
-                m[ia.index(r[a]), ib.index(r[b])] += 1
+            la, lb = label_of(r, a), label_of(r, b)
+            if la in ia and lb in ib:
+                m[ia.index(la), ib.index(lb)] += 1
         if m.sum():
-            out["crosstab"] = {"rows": a, "cols": b, "row_labels": ia, "col_labels": ib, "matrix": m.tolist()}
+            out["crosstab"] = {
+                "rows": a,
+                "cols": b,
+                "row_labels": ia,
+                "col_labels": ib,
+                "matrix": m.tolist(),
+                "suggestions": any(status_of(r, x) == "review" for r in lab for x in (a, b)),
+            }
     return out
 
 
@@ -465,7 +541,8 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
     rows = []
     for e in ref["shares"]:
         ours = stats["dimensions"][e["dimension"]]["overall"]["shares"][e["category"]]
-        inside = ours["lo"] <= e["share"] <= ours["hi"] if not math.isnan(ours["lo"]) else None
+        known = ours["lo"] is not None and not math.isnan(ours["lo"])
+        inside = ours["lo"] <= e["share"] <= ours["hi"] if known else None
         rows.append(
             e
             | {
@@ -473,8 +550,9 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
                 "naive": ours["naive"],
                 "lo": ours["lo"],
                 "hi": ours["hi"],
-                "difference": ours["estimate"] - e["share"],
+                "difference": ours["estimate"] - e["share"] if ours["estimate"] is not None else None,
                 "inside": inside,
+                "note": ours.get("note") or e.get("note"),
             }
         )
     return rows
@@ -490,16 +568,18 @@ def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], 
     for d, dim in tax.dimensions.items():
         by: dict[str, list[dict]] = {c: [] for c in dim.ids}
         for r in rows:
-            if not is_failure_report(r) or r.get(d) not in by:
+            lab = label_of(r, d)
+            if not is_failure_report(r) or lab not in by:
                 continue
             m = meta.get(str(r.get("id")), {})
-            by[r[d]].append(
+            by[lab].append(
                 {
                     "id": r.get("id"),
                     "title": m.get("title") or r.get("title"),
                     "url": m.get("url") or r.get("url") or issue_url(r),
                     "confidence": r.get(f"{d}_confidence"),
                     "human": is_human(r, d),
+                    "suggestion": status_of(r, d) == "review",
                 }
             )
         for c in by:

@@ -182,6 +182,17 @@ class Selection:
     n_samples: int
     errors: dict[str, float]  # mean total variation over the protocol's samples, per method
     residuals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # true - estimate, per sample
+    # the protocol's samples, kept so that errors can be measured on any roll-up of the classes
+    truths: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # S x k true shares
+    estimates: dict[str, np.ndarray] = field(default_factory=dict)  # per method, S x k
+
+    def errors_on(self, roll: np.ndarray) -> dict[str, float]:
+        """Mean TV error per method on shares rolled up by `roll` (k x g, 0/1): a report moved
+        between two categories of one group is no error on groups."""
+        return {
+            m: float(np.mean([tv(e @ roll, t @ roll) for e, t in zip(est, self.truths)]))
+            for m, est in self.estimates.items()
+        }
 
     @property
     def error(self) -> float:
@@ -191,13 +202,15 @@ class Selection:
     def naive_error(self) -> float:
         return self.errors[NAIVE]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, roll: np.ndarray | None = None) -> dict[str, Any]:
+        """The selection as JSON; with `roll`, its errors measured on the rolled-up shares."""
+        errors = self.errors if roll is None else self.errors_on(roll)
         return {
             "method": self.method,
             "method_name": METHOD_NAMES[self.method],
-            "error": self.error,
-            "naive_error": self.naive_error,
-            "errors": self.errors,
+            "error": errors[self.method],
+            "naive_error": errors[NAIVE],
+            "errors": errors,
             "error_metric": "mean total variation distance between estimated and true shares",
             "protocol": self.protocol,
             "sample_size": self.sample_size,
@@ -258,6 +271,8 @@ def select_method(
     size = int(max(10, min(sample_size, 500)))
     errs: dict[str, list[float]] = {m: [] for m in methods}
     resid: dict[str, list[np.ndarray]] = {m: [] for m in methods}
+    truths: list[np.ndarray] = []
+    ests: dict[str, list[np.ndarray]] = {m: [] for m in methods}
     grids: list[int] = []
     prior = beh.prevalence()
     folds = np.unique(beh.folds)
@@ -293,10 +308,12 @@ def select_method(
             Ps = beh.P[test][idx]
             true = np.zeros(beh.k)
             true[present] = np.bincount(local[idx], minlength=len(present)) / len(idx)
+            truths.append(true)
             for m, q in fitted.items():
                 est = predict_shares(q, Ps)
                 errs[m].append(tv(est, true))
                 resid[m].append(true - est)
+                ests[m].append(est)
     if not errs[NAIVE]:
         raise QuantifyError("gold has a single fold: the method cannot be chosen on held-out items")
     mean = {m: float(np.mean(v)) for m, v in errs.items()}
@@ -313,6 +330,8 @@ def select_method(
         n_samples=len(errs[NAIVE]),
         errors=mean,
         residuals=np.array(resid[best]),
+        truths=np.array(truths),
+        estimates={m: np.array(v) for m, v in ests.items()},
     )
 
 

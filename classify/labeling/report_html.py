@@ -33,48 +33,100 @@ def safe_url(u: Any) -> str | None:
     return u if isinstance(u, str) and (u.startswith("https://") or u.startswith("http://")) else None
 
 
-def draw(stats: dict[str, Any], tax: Taxonomy, out: Path) -> list[dict[str, str]]:
-    """One figure per dimension: the corrected share with its interval, and the naive count."""
+def _pc(v: Any) -> float:
+    return float("nan") if v is None else 100 * float(v)
+
+
+def fig_title(name: str, d: dict[str, Any]) -> str:
+    return f"{title_of(name)}: share of {d['scope'].split(' (')[0].split(':')[0]} (n={d['overall']['n']})"
+
+
+def figure(name: str, d: dict[str, Any], names: dict[str, dict[str, str]], corrected: bool) -> tuple[Any, Any]:
+    """One dimension's figure: the (corrected) share with its interval and, when corrected, the count
+    of model labels; categories that cannot be estimated are marked n/a, not drawn as 0."""
     import matplotlib
 
     matplotlib.use("Agg")
+
+    # QuaPy's plot module sets font.size 18 and dpi 200 globally when imported: draw at the defaults
+    with matplotlib.rc_context({"font.size": 10.0, "figure.dpi": 100.0, "figure.figsize": [6.4, 4.8]}):
+        return _figure(name, d, names, corrected)
+
+
+def _figure(name: str, d: dict[str, Any], names: dict[str, dict[str, str]], corrected: bool) -> tuple[Any, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
+
+    sh = d["overall"]["shares"]
+    cats = list(sh)
+    est = np.array([_pc(sh[c]["estimate"]) for c in cats])
+    lo = np.array([_pc(sh[c]["lo"]) for c in cats])
+    hi = np.array([_pc(sh[c]["hi"]) for c in cats])
+    naive = np.array([_pc(sh[c]["naive"]) for c in cats])
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(cats) + 1.8))
+    y = np.arange(len(cats))[::-1]
+    ok = np.isfinite(est)
+    ax.barh(y[ok], est[ok], color="#4C72B0", alpha=0.85, label="corrected estimate" if corrected else "share")
+    both = ok & np.isfinite(lo) & np.isfinite(hi)
+    ax.errorbar(
+        est[both],
+        y[both],
+        xerr=[np.maximum(est[both] - lo[both], 0), np.maximum(hi[both] - est[both], 0)],
+        fmt="none",
+        ecolor="#222",
+        capsize=3,
+        lw=1,
+    )
+    if corrected:
+        ax.scatter(naive, y, marker="D", color="#DD8452", zorder=3, s=22, label="count of model labels")
+    ax.set_yticks(y, [names.get(name, {}).get(c, c) for c in cats])
+    ax.set_xlabel("% of reports (95% interval)")
+    # the axis covers every bar, interval end and count marker, whichever reaches furthest
+    shown = np.concatenate([v[np.isfinite(v)] for v in (est, hi, naive if corrected else est)])
+    right = float(shown.max()) if len(shown) else 100.0
+    ax.set_xlim(0, min(100.0, max(5.0, right * 1.08 + 1)))
+    for yi in y[~ok]:  # beside the count marker at 0, not on it
+        ax.text(ax.get_xlim()[1] * 0.03, yi, "n/a: no gold examples", va="center", fontsize=8, color="#8a5a00")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    # a left-aligned title starts at the axes, right of long category names: wrap it at the figure's edge
+    ax.set_title(fig_title(name, d), fontsize=10, loc="left", wrap=True)
+    fig.tight_layout()
+    return fig, ax
+
+
+def source_line(st: dict[str, int] | None) -> str:
+    """ "7 auto, 3 await review, 3 coded by people": where a dimension's labels come from."""
+    if not st:
+        return "unknown"
+    parts = [
+        (st.get("auto", 0), "auto (the model's label stands)"),
+        (st.get("review", 0), "await review (the model's suggestion counts)"),
+        (st.get("coded", 0), "coded by people"),
+        (st.get("none_shown", 0), "routed as showing no cause"),
+        (st.get("unrouted", 0), "model labels without routing"),
+    ]
+    shown = [f"{n} {what}" for n, what in parts if n]
+    return ", ".join(shown) or "none"
+
+
+def draw(stats: dict[str, Any], tax: Taxonomy, out: Path) -> list[dict[str, str]]:
+    """One figure per dimension: the corrected share with its interval, and the naive count."""
+    import matplotlib.pyplot as plt
 
     from classify.labeling.corpus import category_names
 
     names = category_names(tax)
     figs = []
     for name, d in stats["dimensions"].items():
-        sh = d["overall"]["shares"]
-        cats = list(sh)
         if not d["overall"]["n"]:
             continue
-        est = np.array([100 * sh[c]["estimate"] for c in cats])
-        lo = np.array([100 * sh[c]["lo"] for c in cats])
-        hi = np.array([100 * sh[c]["hi"] for c in cats])
-        naive = np.array([100 * sh[c]["naive"] for c in cats])
-        fig, ax = plt.subplots(figsize=(8, 0.42 * len(cats) + 1.5))
-        y = np.arange(len(cats))[::-1]
-        corrected = stats.get("corrected") and d["correction"].get("method") != "none"
-        ax.barh(y, est, color="#4C72B0", alpha=0.85, label="corrected estimate" if corrected else "share")
-        ax.errorbar(
-            est, y, xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="none", ecolor="#222", capsize=3, lw=1
-        )
-        if corrected:
-            ax.scatter(naive, y, marker="D", color="#DD8452", zorder=3, s=22, label="count of model labels")
-        ax.set_yticks(y, [names.get(name, {}).get(c, c) for c in cats])
-        ax.set_xlabel("% of reports (95% interval)")
-        ax.set_xlim(0, max(5.0, float(np.nanmax(hi)) * 1.08 if np.isfinite(np.nanmax(hi)) else 100.0))
-        ax.grid(axis="x", alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
-        title = f"{title_of(name)}: share of {d['scope'].split(' (')[0].split(':')[0]}"
-        ax.set_title(f"{title} (n={d['overall']['n']})", fontsize=10, loc="left")
-        fig.tight_layout()
+        corrected = bool(stats.get("corrected") and d["correction"].get("method") != "none")
+        fig, _ = figure(name, d, names, corrected)
         fn = f"distribution_{name}.png"
         fig.savefig(out / fn, dpi=120)
         plt.close(fig)
-        figs.append({"file": fn, "title": f"{title} (n={d['overall']['n']})"})
+        figs.append({"file": fn, "title": fig_title(name, d)})
     return figs
 
 
@@ -96,6 +148,7 @@ h3{font-size:1.05em;margin:1.4em 0 .4em}
 .card span{font-size:1.05em}
 .caveats{background:#fff8e6;border:1px solid #f0d58a;border-radius:6px;padding:.6em 1em .6em 2em}
 .warn{color:#8a5a00}
+.na{color:#8a5a00}
 table{border-collapse:collapse;width:100%;margin:.4em 0 1em;font-size:13.5px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
 th{background:var(--bg-alt);font-weight:600}
@@ -125,6 +178,9 @@ details summary{cursor:pointer;color:var(--accent)}
  {% if eval_run %}{% for d, k in eval_run.dimensions.items() if k.kappa is not none and d in dim_titles %}<span>{{ dim_titles[d] }}: κ = {{ "%.2f"|format(k.kappa) }}{% if k.lo is not none %} <span class="ci">[{{ "%.2f"|format(k.lo) }}, {{ "%.2f"|format(k.hi) }}]</span>{% endif %}{% if k["coverage_at_0.80"] %}; κ ≥ 0.80 on the {{ k["coverage_at_0.80"] }}% most confident{% endif %}</span><br>{% endfor %}
  <span class="ci">eval run {{ eval_run.path.split("/")[-1] }}</span>
  {% else %}<span>no eval run found for this model and gold</span>{% endif %}</div>
+ <div class="card" id="label-sources"><b>Where the labels come from</b>
+ {% for name, d in dims.items() if not name.endswith("_group") %}{% set st = d.status %}<span>{{ dim_titles.get(name, name) }}: {{ source_line(st) }}</span><br>{% endfor %}
+ {% if any_review %}<span class="warn">shares count the model's unreviewed suggestions for the reports that await review</span>{% endif %}</div>
  <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold (bootstrap 95% intervals); counts beside them{% else %}counts of model labels (95% Wilson intervals), not corrected{% endif %}</span></div>
 </div>
 
@@ -137,29 +193,31 @@ details summary{cursor:pointer;color:var(--accent)}
 {% if reference.warning %}<p class="warn">{{ reference.warning }}</p>{% endif %}
 {% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Inside: whether the published share falls in our 95% interval.</p>
 <div class="wrap"><table class="reference"><thead><tr><th>dimension</th><th class="txt">category</th><th>published</th><th>our estimate</th><th>95% interval</th><th>difference</th><th>inside?</th>{% if sources|length > 1 %}<th class="txt">source</th>{% endif %}</tr></thead><tbody>
-{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num"><b>{{ pct(r.estimate) }}</b></td><td class="num ci">{{ pct(r.lo) }} – {{ pct(r.hi) }}</td><td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td>{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
+{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num"><b>{{ pct(r.estimate) if r.estimate is not none else "n/a" }}</b></td><td class="num ci">{% if r.lo is not none %}{{ pct(r.lo) }} – {{ pct(r.hi) }}{% endif %}</td>{% if r.difference is none %}<td class="num">n/a</td><td>n/a{% if r.note %} <span class="ci">({{ r.note }})</span>{% endif %}</td>{% else %}<td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td>{% endif %}{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
 </tbody></table></div>{% endif %}
 
 {% for name, d in dims.items() %}
 <h2 id="dim-{{ name }}">{{ dim_titles.get(name, name) }}</h2>
-<p class="method">Over {{ d.scope }}; n = {{ d.overall.n }}{% if d.overall.n_human %} ({{ d.overall.n_human }} coded by people, counted as coded){% endif %}{% if d.overall.n_missing %}; {{ d.overall.n_missing }} without a usable label{% endif %}.
-{% if d.correction.method != "none" %}Estimated by <b>{{ d.correction.method_name }} ({{ d.correction.method }})</b>, chosen on gold by {{ d.correction.protocol }}: mean error {{ pct(d.correction.error) }} total variation against {{ pct(d.correction.naive_error) }} for counting labels.{% else %}Counts of the model's labels.{% endif %}</p>
+<p class="method">Over {{ d.scope }}; n = {{ d.overall.n }}{% if d.overall.n_human %} ({{ d.overall.n_human }} coded by people, counted as coded){% endif %}{% if d.overall.n_none_shown %}; {{ d.overall.n_none_shown }} the model routed as showing no cause{% endif %}{% if d.overall.n_missing %}; {{ d.overall.n_missing }} without a usable label{% endif %}.
+{% if d.correction.method != "none" %}Estimated by <b>{{ d.correction.method_name }} ({{ d.correction.method }})</b>, chosen on gold by {{ d.correction.protocol }}: mean error {{ pct(d.correction.error) }} total variation{% if d.correction.measured_on == "groups" %} on the groups{% endif %} against {{ pct(d.correction.naive_error) }} for counting labels.{% else %}Counts of the model's labels.{% endif %}</p>
+<p class="method labels">Labels{% if name.endswith("_group") %} (of the root causes the groups sum){% endif %}: {{ source_line(d.status) }}.{% if d.status.review %} <span class="warn">{{ d.status.review }} of these shares' reports are the model's unreviewed suggestions, not labels it may give alone: the shares rest on them until people code those reports.</span>{% endif %}</p>
 <div class="wrap"><table class="shares"><thead><tr><th>category</th><th>count</th><th>count share</th><th>{{ "corrected estimate" if d.correction.method != "none" else "share" }}</th><th>95% interval</th></tr></thead><tbody>
-{% for c, s in d.overall.shares.items() %}<tr data-category="{{ c }}"><td>{{ names[name].get(c, c) }}</td><td class="num">{{ s.k }}</td><td class="num">{{ pct(s.naive) }}</td><td class="num"><b>{{ pct(s.estimate) }}</b></td><td class="num ci">{{ pct(s.lo) }} – {{ pct(s.hi) }}</td></tr>{% endfor %}
+{% for c, s in d.overall.shares.items() %}<tr data-category="{{ c }}"><td>{{ names[name].get(c, c) }}</td><td class="num">{{ s.k }}</td><td class="num">{{ pct(s.naive) }}</td>{% if s.estimate is none and s.note %}<td class="num na" colspan="2">n/a <span class="ci">({{ s.note }})</span></td>{% else %}<td class="num"><b>{{ pct(s.estimate) }}</b></td><td class="num ci">{{ pct(s.lo) }} – {{ pct(s.hi) }}</td>{% endif %}</tr>{% endfor %}
 {% if d.overall.none_shown %}<tr><td><i>Reports that show no cause</i> (of {{ d.overall.none_shown.n }})</td><td></td><td class="num">{{ pct(d.overall.none_shown.naive) }}</td><td class="num">{{ pct(d.overall.none_shown.estimate) }}</td><td class="num ci">{{ pct(d.overall.none_shown.lo) }} – {{ pct(d.overall.none_shown.hi) }}</td></tr>{% endif %}
 </tbody></table></div>
 {% if d.by_library %}<h3>By library</h3><div class="wrap"><table class="bylib"><thead><tr><th>category</th>{% for lib, ld in d.by_library.items() %}<th>{{ lib }}<br><span class="ci">n = {{ ld.n }}{% if ld.warning %} ⚠{% endif %}</span></th>{% endfor %}</tr></thead><tbody>
-{% for c in d.overall.shares %}<tr><td>{{ names[name].get(c, c) }}</td>{% for lib, ld in d.by_library.items() %}{% set s = ld.shares[c] %}<td class="num">{{ pct(s.estimate, 0) }} <span class="ci">[{{ pct(s.lo, 0) }}, {{ pct(s.hi, 0) }}]</span></td>{% endfor %}</tr>{% endfor %}
+{% for c in d.overall.shares %}<tr><td>{{ names[name].get(c, c) }}</td>{% for lib, ld in d.by_library.items() %}{% set s = ld.shares[c] %}{% if ld.too_few %}<td class="num na">n/a</td>{% elif s.estimate is none %}<td class="num na" title="{{ s.note }}">n/a</td>{% else %}<td class="num">{{ pct(s.estimate, 0) }} <span class="ci">[{{ pct(s.lo, 0) }}, {{ pct(s.hi, 0) }}]</span></td>{% endif %}{% endfor %}</tr>{% endfor %}
 </tbody></table></div>
-{% set small = d.by_library.items()|selectattr("1.warning")|map(attribute="0")|list %}{% if small %}<p class="warn">⚠ small samples (under {{ small_n }} reports): {{ small|join(", ") }}; their shares are rough.</p>{% endif %}{% endif %}
-{% if name in examples %}<details><summary>Examples per category (most confident first)</summary>
+{% set tiny = d.by_library.items()|selectattr("1.too_few")|map(attribute="0")|list %}{% if tiny %}<p class="warn">n/a: too few reports (under {{ tiny_n }}) to estimate shares for {{ tiny|join(", ") }}.</p>{% endif %}
+{% set small = d.by_library.items()|rejectattr("1.too_few")|selectattr("1.warning")|map(attribute="0")|list %}{% if small %}<p class="warn">⚠ small samples (under {{ small_n }} reports): {{ small|join(", ") }}; their shares are rough.</p>{% endif %}{% endif %}
+{% if examples.get(name) and examples[name].values()|select|list %}<details><summary>Examples per category (most confident first{% if d.status.review %}; unreviewed suggestions marked{% endif %})</summary>
 {% for c, exs in examples[name].items() if exs %}<h3>{{ names[name].get(c, c) }}</h3><ul class="ex">
-{% for ex in exs %}<li>{% if safe_url(ex.url) %}<a href="{{ safe_url(ex.url) }}" rel="noopener noreferrer">{{ ex.id }}</a>{% else %}{{ ex.id }}{% endif %}{% if ex.title %}: {{ ex.title }}{% endif %} <span class="ci">({% if ex.human %}coded by a person{% elif ex.confidence is not none %}confidence {{ "%.2f"|format(ex.confidence) }}{% else %}no confidence{% endif %})</span></li>{% endfor %}
+{% for ex in exs %}<li>{% if safe_url(ex.url) %}<a href="{{ safe_url(ex.url) }}" rel="noopener noreferrer">{{ ex.id }}</a>{% else %}{{ ex.id }}{% endif %}{% if ex.title %}: {{ ex.title }}{% endif %} <span class="ci">({% if ex.human %}coded by a person{% elif ex.suggestion %}suggestion, awaiting review{% if ex.confidence is not none %}; confidence {{ "%.2f"|format(ex.confidence) }}{% endif %}{% elif ex.confidence is not none %}confidence {{ "%.2f"|format(ex.confidence) }}{% else %}no confidence{% endif %})</span></li>{% endfor %}
 </ul>{% endfor %}</details>{% endif %}
 {% endfor %}
 
 {% if crosstab %}<h2 id="crosstab">{{ dim_titles.get(crosstab.rows) }} × {{ dim_titles.get(crosstab.cols)|lower }}</h2>
-<p class="method">Counts of model labels (not corrected).</p>
+<p class="method">Counts of model labels (not corrected){% if crosstab.suggestions %}, unreviewed suggestions included for the reports that await review{% endif %}.</p>
 <div class="wrap"><table class="crosstab"><thead><tr><th></th>{% for c in crosstab.col_labels %}<th>{{ names[crosstab.cols].get(c, c) }}</th>{% endfor %}<th>total</th></tr></thead><tbody>
 {% for r in crosstab.row_labels %}{% set row = crosstab.matrix[loop.index0] %}<tr><td>{{ names[crosstab.rows].get(r, r) }}</td>{% for v in row %}<td class="num">{{ v if v else "" }}</td>{% endfor %}<td class="num"><b>{{ row|sum }}</b></td></tr>{% endfor %}
 </tbody></table></div>{% endif %}
@@ -186,7 +244,7 @@ def render(
 ) -> str:
     import jinja2
 
-    from classify.labeling.corpus import SMALL_N, category_names
+    from classify.labeling.corpus import SMALL_N, TINY_N, category_names
 
     env = jinja2.Environment(autoescape=True)
     tpl = env.from_string(TEMPLATE)
@@ -214,4 +272,7 @@ def render(
         pct=pct,
         safe_url=safe_url,
         small_n=SMALL_N,
+        tiny_n=TINY_N,
+        source_line=source_line,
+        any_review=any((d.get("status") or {}).get("review") for d in stats["dimensions"].values()),
     )
