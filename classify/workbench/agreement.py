@@ -3,7 +3,9 @@ with a bootstrap interval per coder pair and dimension, through the same functio
 alpha over all coders, confusion matrices and the list of disagreements.
 
 Kappa is undefined when both coders used one and the same category throughout (expected agreement
-1): it is reported as null ("n/a"), never as 0 or 1.
+1): it is reported as null ("n/a"), never as 0 or 1. When only one coder used a single category,
+kappa is 0 [0, 0]: defined, and saying the agreement is no better than chance; the figure names
+that coder (`single_category`) and the page explains it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ def pair_agreement(
             out[name] = {**NA, "n": len(pairs)}
         else:
             out[name] = {"kappa": _finite(r["kappa"]), "lo": _finite(r["lo"]), "hi": _finite(r["hi"]), "n": r["n"]}
+            # One coder kept to one category: kappa is defined but exactly 0 (observed agreement equals
+            # chance agreement), in every bootstrap resample too; the page explains it.
+            single = [c for c, j in ((a, 0), (b, 1)) if len({p[j] for p in pairs}) == 1]
+            if single:
+                out[name]["single_category"] = single
     return out
 
 

@@ -61,6 +61,12 @@ def open_project(o: ServeOptions) -> tuple[Project, bool]:
     )
 
 
+def served_url(host: str, port: int) -> str:
+    """The URL to open: an IPv6 address goes in brackets (http://[::1]:8765/), as URLs require."""
+    h = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{h}:{port}/"
+
+
 def serve(o: ServeOptions, say: Callable[[str], None] = print) -> None:
     import uvicorn
 
@@ -75,7 +81,7 @@ def serve(o: ServeOptions, say: Callable[[str], None] = print) -> None:
     say(f"{'created' if created else 'opened'} {project.folder}: {n} items, coders {', '.join(project.coders())}")
     if review:
         say(f"review task: {len(review.queue.items)} items from {review.queue_path}")
-    say(f"workbench on http://{o.host}:{o.port}/  (Ctrl-C to stop)")
+    say(f"workbench on {served_url(o.host, o.port)}  (Ctrl-C to stop)")
     uvicorn.run(app, host=o.host, port=o.port, log_level="warning")
 
 

@@ -291,3 +291,24 @@ def test_wal_and_version(project):
     with project._lock:
         assert project.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert Path(project.folder / "workbench.sqlite").exists()
+
+
+def test_served_url_brackets_an_ipv6_host():
+    from classify.workbench.server import served_url
+
+    assert served_url("::1", 8765) == "http://[::1]:8765/"
+    assert served_url("127.0.0.1", 8765) == "http://127.0.0.1:8765/"
+    assert served_url("localhost", 80) == "http://localhost:80/"
+
+
+def test_kappa_zero_when_one_coder_used_one_category_is_explained(project):
+    ids = _ids(project)[:4]
+    for i, y in zip(ids, ["crash", "hang", "crash", "hang"]):
+        project.add_code(i, "a", {"symptom": "crash", "root_cause": None})  # a: one category throughout
+        project.add_code(i, "b", {"symptom": y, "root_cause": None})
+    got = pair_agreement(project, "a", "b", n_boot=50)
+    assert got["symptom"]["kappa"] == pytest.approx(0.0) and got["symptom"]["single_category"] == ["a"]
+    with serving(project) as url:
+        st, page = call("GET", f"{url}/agreement", headers={"Cookie": "wb_coder=a"})
+    assert st == 200
+    assert "no better than chance" in page and "used a single category" in page
