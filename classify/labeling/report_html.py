@@ -142,7 +142,7 @@ h1{font-size:1.7em;margin:0 0 .2em}
 h2{font-size:1.3em;margin:2em 0 .5em;padding-bottom:.2em;border-bottom:2px solid var(--line)}
 h3{font-size:1.05em;margin:1.4em 0 .4em}
 .sub{color:var(--muted);margin:0 0 1.4em}
-.summary{display:grid;grid-template-columns:repeat(auto-fit,minmax(230px,1fr));gap:.8em;margin:1em 0}
+.summary{display:grid;grid-template-columns:repeat(auto-fit,minmax(185px,1fr));gap:.8em;margin:1em 0}
 .card{border:1px solid var(--line);border-radius:6px;padding:.7em .9em;background:#fff}
 .card b{display:block;font-size:.78em;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
 .card span{font-size:1.05em}
@@ -200,7 +200,7 @@ details summary{cursor:pointer;color:var(--accent)}
 <h2 id="dim-{{ name }}">{{ dim_titles.get(name, name) }}</h2>
 <p class="method">Over {{ d.scope }}; n = {{ d.overall.n }}{% if d.overall.n_human %} ({{ d.overall.n_human }} coded by people, counted as coded){% endif %}{% if d.overall.n_none_shown %}; {{ d.overall.n_none_shown }} the model routed as showing no cause{% endif %}{% if d.overall.n_missing %}; {{ d.overall.n_missing }} without a usable label{% endif %}.
 {% if d.correction.method != "none" %}Estimated by <b>{{ d.correction.method_name }} ({{ d.correction.method }})</b>, chosen on gold by {{ d.correction.protocol }}: mean error {{ pct(d.correction.error) }} total variation{% if d.correction.measured_on == "groups" %} on the groups{% endif %} against {{ pct(d.correction.naive_error) }} for counting labels.{% else %}Counts of the model's labels.{% endif %}</p>
-<p class="method labels">Labels{% if name.endswith("_group") %} (of the root causes the groups sum){% endif %}: {{ source_line(d.status) }}.{% if d.status.review %} <span class="warn">{{ d.status.review }} of these shares' reports are the model's unreviewed suggestions, not labels it may give alone: the shares rest on them until people code those reports.</span>{% endif %}</p>
+<p class="method labels">Labels{% if name.endswith("_group") %} (of the root causes the groups sum){% endif %}: {{ source_line(d.status) }}.{% if d.status.review %} <span class="warn">These shares rest on the model's unreviewed suggestions for {{ d.status.review }} of {{ d.status.values()|sum }} reports, not on labels it may give alone; they change as people code those reports.</span>{% endif %}</p>
 <div class="wrap"><table class="shares"><thead><tr><th>category</th><th>count</th><th>count share</th><th>{{ "corrected estimate" if d.correction.method != "none" else "share" }}</th><th>95% interval</th></tr></thead><tbody>
 {% for c, s in d.overall.shares.items() %}<tr data-category="{{ c }}"><td>{{ names[name].get(c, c) }}</td><td class="num">{{ s.k }}</td><td class="num">{{ pct(s.naive) }}</td>{% if s.estimate is none and s.note %}<td class="num na" colspan="2">n/a <span class="ci">({{ s.note }})</span></td>{% else %}<td class="num"><b>{{ pct(s.estimate) }}</b></td><td class="num ci">{{ pct(s.lo) }} – {{ pct(s.hi) }}</td>{% endif %}</tr>{% endfor %}
 {% if d.overall.none_shown %}<tr><td><i>Reports that show no cause</i> (of {{ d.overall.none_shown.n }})</td><td></td><td class="num">{{ pct(d.overall.none_shown.naive) }}</td><td class="num">{{ pct(d.overall.none_shown.estimate) }}</td><td class="num ci">{{ pct(d.overall.none_shown.lo) }} – {{ pct(d.overall.none_shown.hi) }}</td></tr>{% endif %}
