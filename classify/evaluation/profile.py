@@ -175,7 +175,7 @@ class GoldProfile:
         """What a run can route: the taxonomy's dimensions, then their group levels."""
         return [*self.base_dims, *self.grouped]
 
-    def _parts(self, dim: str) -> list[str]:
+    def parts(self, dim: str) -> list[str]:
         """The model dimensions whose predictions make up selective dimension `dim`."""
         if dim in self.grouped:
             return []  # derived from its dimension's prediction; no model output of its own
@@ -344,7 +344,7 @@ class GoldProfile:
                     "method": "temperature scaling (cross-fitted)" if s.calibrated else "none (no class probabilities)",
                     "before": s.before.as_dict(),
                     "after": s.after.as_dict(),
-                    "temperature": {x: self.temperatures.get(x) for x in self._parts(self.grouped.get(d, d))},
+                    "temperature": {x: self.temperatures.get(x) for x in self.parts(self.grouped.get(d, d))},
                 },
                 "coverage": {f"{t.target:.2f}": t.as_dict() for t in ths},
             }

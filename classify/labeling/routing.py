@@ -95,7 +95,7 @@ class Router:
             th = self.thresholds.get(d)
             for i, p in enumerate(plist):
                 row = rows[i]
-                for part in self.profile._parts(d):
+                for part in self.profile.parts(d):
                     raw = preds[part][i]
                     if raw.proba:
                         row[f"{part}_proba"] = {c: round(float(v), 4) for c, v in raw.proba.items()}
