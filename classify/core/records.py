@@ -204,15 +204,20 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
             v = _clean(v)
             if isinstance(v, str):
                 v = unescape_formula(v)
-            # Nested values (coder passes) survive a CSV round trip as JSON strings.
-            if isinstance(v, str) and v[:1] in "{[" and k not in ("title", "body", "discussion"):
-                try:
-                    v = json.loads(v)
-                except json.JSONDecodeError:
-                    pass
-            row[str(k)] = v
+            row[str(k)] = _nested(k, v)
         rows.append(row)
     return rows
+
+
+def _nested(key: Any, v: Any) -> Any:
+    """Nested values (coder passes, probabilities) written to a flat table as JSON text, read back;
+    the free-text fields stay text even when they start with a brace."""
+    if isinstance(v, str) and v[:1] in "{[" and key not in ("title", "body", "discussion"):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            pass
+    return v
 
 
 def _plain(v: Any) -> Any:
@@ -243,13 +248,7 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
     for raw in table.select(keep).to_pylist():
         row = {}
         for k, v in raw.items():
-            v = _plain(v)
-            if isinstance(v, str) and v[:1] in "{[" and k not in ("title", "body", "discussion"):
-                try:
-                    v = json.loads(v)
-                except json.JSONDecodeError:
-                    pass
-            row[str(k)] = v
+            row[str(k)] = _nested(k, _plain(v))
         rows.append(row)
     return rows
 
