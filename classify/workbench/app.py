@@ -219,22 +219,22 @@ async def code_page(request: Request) -> Response:
     )
 
 
-async def agreement_page(request: Request) -> Response:
+def _summary_page(request: Request, template: str) -> Response:
+    """A page over the coder's agreement summary (computed once per coder and project state)."""
     wb = _wb(request)
     coder = _auth_coder(request)
     if not coder:
         return _login_redirect()
     s = wb.cached(("summary", coder), lambda: agree.summary(wb.project, coder, n_boot=wb.n_boot))
-    return _page(request, "agreement.html", s=s)
+    return _page(request, template, s=s)
+
+
+async def agreement_page(request: Request) -> Response:
+    return _summary_page(request, "agreement.html")
 
 
 async def adjudicate_list(request: Request) -> Response:
-    wb = _wb(request)
-    coder = _auth_coder(request)
-    if not coder:
-        return _login_redirect()
-    s = wb.cached(("summary", coder), lambda: agree.summary(wb.project, coder, n_boot=wb.n_boot))
-    return _page(request, "adjudicate_list.html", s=s)
+    return _summary_page(request, "adjudicate_list.html")
 
 
 async def adjudicate_page(request: Request) -> Response:
