@@ -27,26 +27,13 @@ from classify.classifiers.base import ModelOptions
 from classify.core.causeshown import NONE_SHOWN
 from classify.core.gold import GoldSet
 from classify.core.goldfile import load_task
+from classify.evaluation.holdout import split_gold
 from classify.evaluation.thresholds import chance_agreement, slice_kappa, to_kappa
 from classify.labeling.routing import make_router
 
 
-def split(gold: GoldSet, holdout: float, seed: int) -> tuple[GoldSet, GoldSet]:
-    from sklearn.model_selection import train_test_split
-
-    keys = [f"{s}|{c is not None}" for s, c in zip(gold.labels["symptom"], gold.labels["root_cause"])]
-    dev, held = train_test_split(np.arange(len(gold)), test_size=holdout, random_state=seed, stratify=keys)
-
-    def sub(idx) -> GoldSet:
-        from classify.core.gold import gold_from_records
-
-        return gold_from_records([gold.records[i] for i in sorted(idx)], gold.taxonomy, source=gold.path or "<gold>")
-
-    return sub(dev), sub(held)
-
-
 def one_split(spec: str, gold: GoldSet, target: float, holdout: float, seed: int) -> dict[str, dict]:
-    dev, held = split(gold, holdout, seed)
+    dev, held = split_gold(gold, holdout, seed)
     options = ModelOptions(seed=0, show_progress=False)
     dims = gold.taxonomy.dimension_ids
     router = make_router(spec, dev, options, {d: target for d in dims})

@@ -143,6 +143,23 @@ def test_report_corrects_shares_and_compares_with_the_study(labeled):
     assert "27.33%" in r.output and "published shares" in r.output
 
 
+def test_method_chosen_by_the_user_is_applied_and_said(labeled):
+    d, inp, labels = labeled
+    r, rep = _report(d, inp, labels, "--method", "acc")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((rep / "corpus.json").read_text())
+    for name in ("symptom", "root_cause"):
+        c = doc["dimensions"][name]["correction"]
+        assert c["method"] == "ACC" and c["chosen_by"] == "user"
+        assert c["error"] == pytest.approx(c["errors"]["ACC"])
+    assert "ACC (--method)" in r.output
+    assert "chosen by the user" in (rep / "report.html").read_text()
+    for bad, msg in ((["--method", "XYZ"], "unknown --method"), (["--method", "PCC", "--no-correct"], "--no-correct")):
+        r, rep = _report(d, inp, labels, *bad)
+        assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
+        assert not (rep / "corpus.json").exists()
+
+
 def test_human_coded_rows_are_counted_as_coded(labeled, tmp_path):
     d, inp, labels = labeled
     rows = [json.loads(x) for x in labels.read_text().splitlines()]

@@ -136,3 +136,19 @@ def test_errors_on_groups_are_measured_on_groups():
     assert on_groups["CC"] < 1e-12 < sel.errors["CC"]
     d = sel.as_dict(groups)
     assert d["error"] == on_groups[sel.method] and d["naive_error"] == on_groups["CC"]
+
+
+def test_a_method_forced_by_the_user_keeps_the_protocols_measurements(profile):
+    beh = behaviour(profile, "symptom")
+    sel = qf.select_method(beh, 120)
+    other = next(m for m in qf.METHODS if m != sel.method)
+    forced = sel.forced(other)
+    assert forced.method == other and forced.chosen_by == "user"
+    assert forced.error == sel.errors[other] and forced.naive_error == sel.naive_error
+    # the interval's error draws follow the forced method's own measured errors
+    assert np.allclose(forced.residuals, forced.truths - forced.estimates[other])
+    assert not np.allclose(forced.residuals, sel.residuals)
+    assert forced.as_dict()["chosen_by"] == "user" and sel.as_dict()["chosen_by"] == "protocol"
+    crisp = qf.select_method(replace(beh, probabilistic=False), 120)
+    with pytest.raises(qf.QuantifyError, match="cannot be applied"):
+        crisp.forced("PCC")

@@ -45,6 +45,14 @@ def report_cmd(
     no_correct: Annotated[
         bool, typer.Option("--no-correct", help="Count labels only (Wilson intervals); skip the gold profile.")
     ] = False,
+    method: Annotated[
+        Optional[str],
+        typer.Option(
+            "--method",
+            help="Quantification method for every dimension: CC, PCC, ACC, PACC or EMQ (default: chosen per "
+            "dimension on shifted gold). The chosen method's measured error is reported either way.",
+        ),
+    ] = None,
     seed: Seed = 0,
 ) -> None:
     """Shares of symptoms and root causes (and groups), corrected for the model's errors on gold,
@@ -64,6 +72,7 @@ def report_cmd(
         correct=not no_correct,
         n_boot=bootstrap,
         seed=seed,
+        method=method,
     )
     for w in stats.get("warnings") or []:
         err.print(f"warning: {w}", markup=False, highlight=False)
@@ -75,7 +84,8 @@ def report_cmd(
         c = d["correction"]
         on = " on groups" if c.get("measured_on") == "groups" else ""
         how = (
-            f"{c['method']} (error {100 * c['error']:.1f} pts TV{on} on shifted gold; counting {100 * c['naive_error']:.1f})"
+            f"{c['method']}{' (--method)' if c.get('chosen_by') == 'user' else ''} (error {100 * c['error']:.1f} pts TV{on} "
+            f"on shifted gold; counting {100 * c['naive_error']:.1f})"
             if c["method"] != "none"
             else "counts"
         )

@@ -286,7 +286,13 @@ def corpus_stats(
     n_boot: int = 1000,
     seed: int = 0,
     protocol: str = "dirichlet",
+    method: str | None = None,
 ) -> dict[str, Any]:
+    """Shares per dimension (and group, and library), corrected with `correction` when given. The
+    quantification method is chosen per dimension by `protocol` on shifted gold, unless `method`
+    (one of quantify.METHODS) fixes it; the protocol's errors are reported either way."""
+    if method is not None and method not in qf.METHODS:
+        raise ReportError(f"unknown method {method!r}; known: {', '.join(qf.METHODS)}")
     lab = [r for r in rows if is_failure_report(r)]
     libs = sorted({library_of(r) for r in lab})
     out: dict[str, Any] = {
@@ -328,6 +334,11 @@ def corpus_stats(
         sel: qf.Selection | None = None
         if inp.behaviour is not None and len(inp.P):
             sel = qf.select_method(inp.behaviour, len(inp.P), protocol=protocol, seed=seed)
+            if method is not None:
+                try:
+                    sel = sel.forced(method)
+                except qf.QuantifyError as why:
+                    raise ReportError(f"{d}: {why}") from None
             est = qf.estimate_shares(
                 inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
             )
@@ -357,7 +368,7 @@ def corpus_stats(
                     g[i, groups.index(grp)] = 1
             fields.append((f"{d}_group", groups, g))
         for name, names, rmat in fields:
-            method: dict[str, Any] = {"method": "none", "method_name": "count of labels (no correction)"}
+            how: dict[str, Any] = {"method": "none", "method_name": "count of labels (no correction)"}
             if sel is not None and inp.behaviour is not None:
                 # the error on this field's own shares: for groups, measured on groups (a report moved
                 # between two causes of one group is no error there), none_shown kept as its own column
@@ -365,16 +376,16 @@ def corpus_stats(
                 full[: rmat.shape[0], : rmat.shape[1]] = rmat
                 if inp.selective:
                     full[-1, -1] = 1
-                method = sel.as_dict(None if name == d else full)
-                method["measured_on"] = "categories" if name == d else "groups"
-                method["n_gold"] = len(inp.behaviour.y)
-                method["n_boot"] = n_boot
+                how = sel.as_dict(None if name == d else full)
+                how["measured_on"] = "categories" if name == d else "groups"
+                how["n_gold"] = len(inp.behaviour.y)
+                how["n_boot"] = n_boot
             na = (
                 set(absent)
                 if name == d
                 else {g for j, g in enumerate(names) if {c for c in cats if rmat[cats.index(c), j]} <= absent}
             )
-            entry: dict[str, Any] = {"scope": scope, "correction": method, "status": split}
+            entry: dict[str, Any] = {"scope": scope, "correction": how, "status": split}
             for sub in ["overall"] + libs:
                 s = subsets[sub]
                 counts = np.bincount(s.P.argmax(axis=1), minlength=k) if len(s.P) else np.zeros(k)
@@ -658,12 +669,18 @@ def write_corpus_report(
     n_boot: int = 1000,
     seed: int = 0,
     eval_dirs: list[Path] | None = None,
+    method: str | None = None,
 ) -> dict[str, Any]:
     import classify.labeling.report_html as report_html
     from classify.core import paths
 
     if n_boot < 0:
         raise ReportError(f"--bootstrap must be >= 0, got {n_boot}")
+    method = method.upper() if method else None
+    if method is not None and method not in qf.METHODS:
+        raise ReportError(f"unknown --method {method!r}; known: {', '.join(qf.METHODS)}")
+    if method is not None and not correct:
+        raise ReportError("--method chooses how labels are corrected; it cannot be combined with --no-correct")
     ref = load_reference(reference, tax) if reference else None  # a bad reference fails before any work
     rows = read_rows(labels_path)
     if not rows:
@@ -675,7 +692,7 @@ def write_corpus_report(
     if input_path:
         meta = {str(r.get("id")): r for r in read_rows(input_path)}
     correction, why = correction_for(rows, tax, gold_path, seed=seed) if correct else (None, ["--no-correct given"])
-    stats = corpus_stats(rows, tax, correction, n_boot=n_boot, seed=seed)
+    stats = corpus_stats(rows, tax, correction, n_boot=n_boot, seed=seed, method=method)
     stats["warnings"] = why
     stats["model"] = correction.model if correction else (stats["models"][0] if len(stats["models"]) == 1 else None)
     stats["eval_run"] = None

@@ -27,7 +27,7 @@ import functools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -181,10 +181,25 @@ class Selection:
     sample_size: int
     n_samples: int
     errors: dict[str, float]  # mean total variation over the protocol's samples, per method
-    residuals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # true - estimate, per sample
     # the protocol's samples, kept so that errors can be measured on any roll-up of the classes
     truths: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # S x k true shares
     estimates: dict[str, np.ndarray] = field(default_factory=dict)  # per method, S x k
+    chosen_by: str = "protocol"  # or "user" (`classify report --method`)
+
+    @property
+    def residuals(self) -> np.ndarray:
+        """true - estimate of the chosen method, per protocol sample."""
+        est = self.estimates.get(self.method)
+        return self.truths - est if est is not None and len(self.truths) else np.zeros((0, 0))
+
+    def forced(self, method: str) -> Selection:
+        """The same measurements with `method` chosen by the user instead of by the protocol."""
+        if method not in self.errors:
+            raise QuantifyError(
+                f"method {method} cannot be applied here; candidates: {', '.join(self.errors)} "
+                "(a model without class probabilities allows only CC and ACC)"
+            )
+        return replace(self, method=method, chosen_by="user")
 
     def errors_on(self, roll: np.ndarray) -> dict[str, float]:
         """Mean TV error per method on shares rolled up by `roll` (k x g, 0/1): a report moved
@@ -208,6 +223,7 @@ class Selection:
         return {
             "method": self.method,
             "method_name": METHOD_NAMES[self.method],
+            "chosen_by": self.chosen_by,
             "error": errors[self.method],
             "naive_error": errors[NAIVE],
             "errors": errors,
@@ -270,7 +286,6 @@ def select_method(
         methods.insert(0, NAIVE)
     size = int(max(10, min(sample_size, 500)))
     errs: dict[str, list[float]] = {m: [] for m in methods}
-    resid: dict[str, list[np.ndarray]] = {m: [] for m in methods}
     truths: list[np.ndarray] = []
     ests: dict[str, list[np.ndarray]] = {m: [] for m in methods}
     grids: list[int] = []
@@ -312,7 +327,6 @@ def select_method(
             for m, q in fitted.items():
                 est = predict_shares(q, Ps)
                 errs[m].append(tv(est, true))
-                resid[m].append(true - est)
                 ests[m].append(est)
     if not errs[NAIVE]:
         raise QuantifyError("gold has a single fold: the method cannot be chosen on held-out items")
@@ -329,7 +343,6 @@ def select_method(
         sample_size=size,
         n_samples=len(errs[NAIVE]),
         errors=mean,
-        residuals=np.array(resid[best]),
         truths=np.array(truths),
         estimates={m: np.array(v) for m, v in ests.items()},
     )
