@@ -14,6 +14,8 @@ routed exactly as `classify run --target-kappa` routes, and compared with their 
 Root cause is scored over every held-back report: a null gold cause is the "none_shown" label.
 
     python benchmarks/trust_holdout.py [--model embed-logreg] [--target 0.87] [--splits 3] [--holdout 0.3]
+    python benchmarks/trust_holdout.py --split appended [--first 407]   (held back: the records appended
+        to gold later, with other shares: the closest gold has to "reports the project has never seen")
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ from classify.classifiers.base import ModelOptions
 from classify.core.causeshown import NONE_SHOWN
 from classify.core.gold import GoldSet
 from classify.core.goldfile import load_task
-from classify.evaluation.holdout import split_gold
+from classify.evaluation.holdout import split_first, split_gold
 from classify.evaluation.thresholds import chance_agreement, slice_kappa, to_kappa
 from classify.labeling.routing import make_router
 
 
-def one_split(spec: str, gold: GoldSet, target: float, holdout: float, seed: int) -> dict[str, dict]:
-    dev, held = split_gold(gold, holdout, seed)
+def one_split(
+    spec: str, gold: GoldSet, target: float, how: str, holdout: float, first: int, seed: int
+) -> dict[str, dict]:
+    dev, held = split_gold(gold, holdout, seed) if how == "random" else split_first(gold, first)
     options = ModelOptions(seed=0, show_progress=False)
     dims = gold.taxonomy.dimension_ids
     router = make_router(spec, dev, options, {d: target for d in dims})
@@ -72,15 +76,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="embed-logreg")
     ap.add_argument("--target", type=float, default=0.87)
-    ap.add_argument("--splits", type=int, default=3)
+    ap.add_argument("--split", choices=("random", "appended"), default="random")
+    ap.add_argument("--first", type=int, default=407, help="--split appended: development = the first N records")
+    ap.add_argument("--splits", type=int, default=3, help="--split random: how many seeded splits")
     ap.add_argument("--holdout", type=float, default=0.3)
     a = ap.parse_args()
     _, gold = load_task("labels", None, None)
-    print(
-        f"{a.model}: target kappa {a.target}; {a.splits} splits, {a.holdout:.0%} of {len(gold)} gold reports held back"
+    held = (
+        f"{a.splits} splits, {a.holdout:.0%} of {len(gold)} gold reports held back"
+        if a.split == "random"
+        else f"the {len(gold) - a.first} gold reports after the first {a.first} held back"
     )
+    print(f"{a.model}: target kappa {a.target}; {held}")
     t0 = time.perf_counter()
-    results = [one_split(a.model, gold, a.target, a.holdout, seed) for seed in range(a.splits)]
+    seeds = range(a.splits) if a.split == "random" else [0]
+    results = [one_split(a.model, gold, a.target, a.split, a.holdout, a.first, seed) for seed in seeds]
     for d in results[0]:
         print(f"\n{d}:")
         print(
