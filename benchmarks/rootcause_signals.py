@@ -15,8 +15,8 @@ The same folds serve every variant: choices made from these figures are tuned on
 """
 
 import json
-from pathlib import Path
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
