@@ -676,7 +676,7 @@ def write_corpus_report(
 
     if n_boot < 0:
         raise ReportError(f"--bootstrap must be >= 0, got {n_boot}")
-    method = method.upper() if method else None
+    method = method.upper() if method is not None else None
     if method is not None and method not in qf.METHODS:
         raise ReportError(f"unknown --method {method!r}; known: {', '.join(qf.METHODS)}")
     if method is not None and not correct:
