@@ -6,6 +6,7 @@ These assert schema-valid labels, provenance and server lifecycle, never correct
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -256,3 +257,56 @@ def test_unloadable_gguf_gives_a_clear_error_and_leaves_nothing_running(tmp_path
     with pytest.raises(LocalServerError, match="broken.gguf"):
         clf.fit([], {}).predict([Record(id="a", title="t")])
     assert not [x for x in running_servers() if x.model_path == Path(bad)]
+
+
+def _mini_gold_file(path: Path) -> Path:
+    """A mini-codebook gold set whose `cause` is null where the thread shows none, as in real gold.
+    Six records, one request each: five of one kind fill the routed run's five stratified folds."""
+    kinds = [("install", "versions")] * 5 + [("slow", None)]
+    rows = []
+    for n, (sym, cause) in enumerate(kinds):
+        text = TRAIN_TEXT[(sym, cause or "bug")].format(n=n)
+        rows.append({"id": f"g{n}", "title": text, "body": text, "symptom": sym, "cause": cause})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_routed_local_run_asks_cause_shown_and_routes_every_row(tmp_path):
+    # Shape and validity only (the 135M model's labels are not meant to be right): the LLM answers
+    # `cause_shown` in the same request, the profile carries it, and every routed row has a status.
+    import yaml
+
+    from classify.classifiers.llm.cache import default_db_path
+    from classify.evaluation.profile import gold_profile
+    from classify.labeling import label_file
+
+    tax_path = tmp_path / "mini.yaml"
+    tax_path.write_text(yaml.safe_dump(MINI.raw, sort_keys=False), encoding="utf-8")
+    gold_path = _mini_gold_file(tmp_path / "gold.jsonl")
+    gold = load_gold(gold_path, load_taxonomy(tax_path))
+    # New ids, gold texts: the labeling requests are the profile's, answered from the response cache.
+    inp = tmp_path / "in.jsonl"
+    new = [{"id": f"new-{r.id}", "title": r.title, "body": r.body} for r in (gold.records[0], gold.records[-1])]
+    inp.write_text("".join(json.dumps(r) + "\n" for r in new), encoding="utf-8")
+    # logprobs: confidences to rank on (no rationale here: it doubles the answer's length on a CPU;
+    # test_llm_prompts.py follows it from the answer to the labels file)
+    opts = ModelOptions(extra={**OPTS, "logprobs": True}, show_progress=False)
+    out = tmp_path / "labels.jsonl"
+    label_file("local:smollm2-135m", inp, out, taxonomy=tax_path, gold=gold_path, options=opts, target_kappa=0.87)
+    assert len(list_logs(50, default_db_path())) == len(gold)  # one request per gold record, none per new row
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == [r["id"] for r in new]
+    for r in rows:
+        assert r["cause_status"] in {"auto", "review", "none_shown"}
+        assert r["cause_suggestion"] in [*MINI.dimensions["cause"].ids, "none_shown", None]
+        assert r["cause"] is None or (r["cause_status"] == "auto" and r["cause"] in MINI.dimensions["cause"].ids)
+        assert r["symptom_status"] in {"auto", "review"} and r["symptom_suggestion"] in MINI.dimensions["symptom"].ids
+        assert "cause_shown_invalid" not in r and "cause_invalid" not in r
+    # the routed run cached the profile: the same call reads it back, with the decision in it
+    prof = gold_profile("local:smollm2-135m", gold, opts)
+    assert prof.from_cache and prof.nullable == ["cause"]
+    assert prof.gold.taxonomy.dimension_ids == ["symptom", "cause", "cause_shown"]
+    shown = prof.result.predictions["cause_shown"]
+    assert all(p is not None and p.label in ("shown", "none_shown") and p.confidence is not None for p in shown)
+    rep = prof.selective_report()
+    assert rep["cause"]["scope"].startswith("all records") and "0.87" in rep["cause"]["coverage"]

@@ -209,3 +209,77 @@ def test_local_server_gets_no_user_key(monkeypatch):
     clf = make_classifier("local:smollm2-135m", TAX, ModelOptions())
     assert clf.endpoint.api_key() == "not-needed"
     assert "sk-user" not in str(clf.provenance())
+
+
+# -- the "cause shown" decision (classify.core.causeshown) in the prompt --------------------------------
+
+
+@pytest.fixture(scope="module")
+def shown_tax(gold):
+    from classify.core.causeshown import with_shown_dimensions
+
+    return with_shown_dimensions(gold).taxonomy  # gold leaves root_cause null: root_cause_shown added
+
+
+def test_cause_shown_is_asked_right_before_its_dimension(shown_tax):
+    from classify.classifiers.llm.prompts import Example
+
+    p = PromptSet(SET, shown_tax, rationale=True)
+    sys_text = p.system_text
+    # the codebook section, the instruction and the answer form: symptom, then shown?, then which cause
+    sections = [sys_text.index(f"## Dimension `{d}`") for d in ("symptom", "root_cause_shown", "root_cause")]
+    assert sections == sorted(sections)
+    assert "Answer `root_cause_shown` before `root_cause`" in sys_text
+    form = '{"rationale": "<one or two short sentences>", "symptom": "<one symptom id>", "root_cause_shown": '
+    assert form + '"<one root_cause_shown id>", "root_cause": "<one root_cause id>"}' in sys_text
+    allowed = [ln.split(":")[0] for ln in p.repair_text("x").splitlines() if ln.startswith("- ")]
+    assert allowed == ["- symptom", "- root_cause_shown", "- root_cause"]
+    assert list(answer_schema(shown_tax, rationale=True)["properties"]) == [
+        "rationale",  # still first: the model reasons, then decides whether a cause is shown, then names it
+        "symptom",
+        "root_cause_shown",
+        "root_cause",
+    ]
+    ex = Example(r(9), {"symptom": "hang", "root_cause": None, "root_cause_shown": "none_shown"})
+    user = p.messages(r(1), [ex])[-1]["content"]
+    assert '"symptom": "hang", "root_cause_shown": "none_shown", "root_cause": null' in user
+    # without the decision the prompt does not mention it
+    assert "_shown" not in PromptSet(SET, TAX, rationale=True).system_text
+
+
+def test_cause_shown_changes_the_prompt_hash_and_the_response_cache_key(shown_tax, tmp_path):
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.classifiers.llm.cache import LLMStore
+
+    keys, hashes = [], []
+    for tax in (TAX, shown_tax):
+        clf = make_classifier("local:smollm2-135m", tax, ModelOptions())  # no server until predict()
+        (plan,) = clf.plan([r(1)])
+        keys.append(clf.client(LLMStore(tmp_path / "llm.sqlite")).cache_key(plan.messages, plan.params[0], clf.schema))
+        hashes.append(clf.provenance()["prompt_hash"])
+    assert keys[0] != keys[1] and hashes[0] != hashes[1]  # an answer to the old question is never reused
+
+
+@pytest.mark.parametrize("allow_null", [False, True])
+def test_no_cause_named_is_valid_when_none_is_shown(shown_tax, allow_null):
+    none = '{"symptom": "crash", "root_cause_shown": "none_shown", "root_cause": null}'
+    a = parse_answer(none, shown_tax, allow_null=allow_null)
+    assert a.ok and a.labels == {"symptom": "crash", "root_cause_shown": "none_shown", "root_cause": None}
+    # a cause named although none is shown: valid too (compose() weighs it by P(shown))
+    a = parse_answer(none.replace("null", '"api_misuse"'), shown_tax, allow_null=allow_null)
+    assert a.ok and a.labels["root_cause"] == "api_misuse"
+    # "shown" but no cause: null only where allow_null says so
+    a = parse_answer(none.replace('"none_shown"', '"shown"'), shown_tax, allow_null=allow_null)
+    assert a.ok == allow_null
+    if not allow_null:
+        assert set(a.errors) == {"root_cause"} and "only when root_cause_shown is none_shown" in a.errors["root_cause"]
+
+
+def test_an_answer_without_the_asked_decision_is_incomplete(shown_tax):
+    a = parse_answer('{"symptom": "crash", "root_cause": "api_misuse"}', shown_tax)
+    assert a.errors == {"root_cause_shown": "missing"} and a.labels["root_cause"] == "api_misuse"
+    # and a null cause cannot lean on a decision that is missing
+    a = parse_answer('{"symptom": "crash", "root_cause": null}', shown_tax)
+    assert set(a.errors) == {"root_cause_shown", "root_cause"}
+    # old answers for old prompts (no decision asked) stay valid
+    assert parse_answer('{"symptom": "crash", "root_cause": "api_misuse"}', TAX).ok

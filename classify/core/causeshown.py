@@ -32,6 +32,31 @@ def nullable_dimensions(gold: GoldSet) -> list[str]:
     return [d for d in gold.taxonomy.dimension_ids if 0 < gold.n_missing(d) < len(gold)]
 
 
+def shown_partners(tax: Taxonomy) -> dict[str, str]:
+    """`{dim: "<dim>_shown"}` for each dimension of `tax` that has a derived "shown" decision."""
+    out = {}
+    for d in tax.dimension_ids:
+        s = shown_dim(d)
+        if s in tax.dimensions and set(tax.dimensions[s].ids) == {SHOWN, NONE_SHOWN}:
+            out[d] = s
+    return out
+
+
+def asking_order(tax: Taxonomy) -> list[str]:
+    """The dimension ids with each `<dim>_shown` decision right before its dimension: a prompt asks
+    whether the thread shows a cause before asking which one (the taxonomy keeps them last)."""
+    partners = shown_partners(tax)
+    decisions = set(partners.values())
+    out: list[str] = []
+    for d in tax.dimension_ids:
+        if d in decisions:
+            continue
+        if d in partners:
+            out.append(partners[d])
+        out.append(d)
+    return out
+
+
 def _shown_labels(labels: list[str | None]) -> list[str | None]:
     return [SHOWN if y is not None else NONE_SHOWN for y in labels]
 

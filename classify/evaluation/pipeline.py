@@ -83,8 +83,9 @@ def run_eval(
     `expected(n)` is told once how many records will be predicted, `predicted(n)` after each few
     (for a progress bar; LLM specs report every few records, others once per fold).
 
-    `cause_shown` (default: on for trained specs) adds a `<dim>_shown` decision for every dimension
-    that gold leaves null (classify.core.causeshown); `metrics["selective_labeling"]` holds calibration
+    `cause_shown` (default: on, for every spec; False turns it off) adds a `<dim>_shown` decision for
+    every dimension that gold leaves null (classify.core.causeshown; an LLM is asked it in the same
+    request, right before the dimension); `metrics["selective_labeling"]` holds calibration
     and coverage at target kappa per dimension (classify.evaluation.profile).
 
     `compare` names an earlier run folder: its folds are reused (a kappa change then comes from the

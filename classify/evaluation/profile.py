@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from classify.classifiers.base import ModelOptions, Prediction, uses_llm
+from classify.classifiers.base import ModelOptions, Prediction
 from classify.core import paths
 from classify.core.causeshown import NONE_SHOWN, SHOWN, nullable_dimensions, shown_dim, with_shown_dimensions
 from classify.core.gold import GoldSet
@@ -364,12 +364,14 @@ def _figures(y_true: list[str], preds: list[Prediction]) -> CalibrationFigures:
 def derived_gold(gold: GoldSet, spec: str, cause_shown: bool | None = None) -> GoldSet:
     """Gold as profiles see it: with a `<dim>_shown` decision for every nullable dimension.
 
-    `cause_shown=None` decides by spec: on for trained specs, off for LLM specs (a prompt would have to
-    ask a question the codebook does not hold; their root cause is then routed on its own confidence).
+    `cause_shown=None` means on, for every spec: trained specs learn the decision like any dimension,
+    LLM specs are asked it right before the dimension in the same request (classify.classifiers.llm).
+    `cause_shown=False` leaves gold as it is (the dimension is then routed on its own confidence).
+    `spec` is kept for callers; the decision no longer depends on it.
     """
-    if cause_shown is None:
-        cause_shown = not uses_llm(spec)
-    return with_shown_dimensions(gold, nullable_dimensions(gold)) if cause_shown else gold
+    if cause_shown is False:
+        return gold
+    return with_shown_dimensions(gold, nullable_dimensions(gold))
 
 
 def _move_aside(path: Path, why: object) -> None:

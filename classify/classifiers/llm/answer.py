@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from classify.core.causeshown import NONE_SHOWN, asking_order, shown_partners
 from classify.core.taxonomy import Taxonomy
 
 RATIONALE_MAX_CHARS = 400
@@ -28,7 +29,9 @@ def answer_schema(
         props["rationale"] = {"type": "string"}
         if limit_rationale:  # grammar-based servers honour it; it stops a rambling small model
             props["rationale"]["maxLength"] = RATIONALE_MAX_CHARS
-    for d, dim in taxonomy.dimensions.items():
+    # Property order is answer order under constrained decoding: a "shown" decision before its dimension.
+    for d in asking_order(taxonomy):
+        dim = taxonomy.dimensions[d]
         if allow_null:
             props[d] = {"type": ["string", "null"], "enum": [*dim.ids, None]}
         else:
@@ -81,7 +84,10 @@ def _objects(text: str):
 
 
 def parse_answer(content: str | None, taxonomy: Taxonomy, allow_null: bool = False) -> Answer:
-    dims = taxonomy.dimension_ids
+    """The labels in `content`. Null is valid where `allow_null`, and for a dimension whose
+    `<dim>_shown` decision the same answer gives as `none_shown` (no cause shown, none named)."""
+    dims = asking_order(taxonomy)  # a "shown" decision is read before the null of its dimension
+    partners = shown_partners(taxonomy)
     text = content or ""
     obj: dict[str, Any] | None = None
     for cand in _objects(text):
@@ -107,8 +113,10 @@ def parse_answer(content: str | None, taxonomy: Taxonomy, allow_null: bool = Fal
             continue
         v = obj[d]
         if v is None or (isinstance(v, str) and v.strip().lower() in ("null", "none", "")):
-            if allow_null:
+            if allow_null or (d in partners and labels.get(partners[d]) == NONE_SHOWN):
                 labels[d] = None
+            elif d in partners:
+                errors[d] = f"null only when {partners[d]} is {NONE_SHOWN}; pick the closest category"
             else:
                 errors[d] = "null is not allowed; pick the closest category"
             continue

@@ -24,6 +24,7 @@ from classify.classifiers.llm.endpoint import Endpoint, check_reachable, make_en
 from classify.classifiers.llm.prompts import Example, PromptSet
 from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
 from classify.classifiers.llm.settings import LLMSettings
+from classify.core.causeshown import shown_partners
 from classify.core.paths import cache_dir
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
@@ -128,6 +129,8 @@ class LLMClassifier(Classifier):
         self.schema = answer_schema(
             taxonomy, s.rationale, s.allow_null, limit_rationale=self.endpoint.structured == "json_object_schema"
         )
+        # dim -> its "<dim>_shown" decision (classify.core.causeshown), answered in the same request
+        self.partners = shown_partners(taxonomy)
         self._store = store
         self.selector: ExampleSelector | None = None
         self.encoder_key: str | None = None
@@ -170,6 +173,7 @@ class LLMClassifier(Classifier):
                 enc,
                 self.options.include_discussion,
                 require_complete=not self.settings.allow_null,
+                partners=self.partners,
             )
             self.encoder_key = enc.model_key
         self.fitted = True
@@ -322,27 +326,39 @@ class LLMClassifier(Classifier):
     def _aggregate(self, plan: Plan, samples) -> dict[str, Prediction]:
         n = len(samples)
         ex_ids = [e.record.id for e in plan.examples]
-        rationale = next((a.rationale for a, *_ in samples if a is not None and a.rationale), None)
+        answers = [a for a, *_ in samples if a is not None]
+        first_rationale = next((a.rationale for a in answers if a.rationale), None)
         out: dict[str, Prediction] = {}
         for d in self.taxonomy.dimension_ids:
-            votes = [a.labels[d] for a, *_ in samples if a is not None and d in a.labels]
+            given = [a.labels[d] for a in answers if d in a.labels]
+            # A dimension with a "shown" decision may be null where that decision is none_shown; its
+            # votes are the causes named, so its shares are P(cause | shown) for compose().
+            votes = [v for v in given if v is not None] if d in self.partners else given
             extra: dict[str, Any] = {"examples": ex_ids} if ex_ids else {}
-            if not votes:
+            if not given:
                 ans, raw, _, err = samples[-1]
                 why = err or (ans.errors.get(d) if ans is not None else None) or "no answer"
                 out[d] = Prediction(label=None, status="invalid", raw=raw, extra={**extra, "error": why})
+                continue
+            if not votes:  # every answer: no cause shown and none named (valid, nothing to rank)
+                out[d] = Prediction(label=None, rationale=first_rationale, extra=extra)
                 continue
             counts = Counter(votes)
             label = max(counts, key=lambda c: (counts[c], -votes.index(c)))  # ties: the earliest answer
             conf: float | None
             if n > 1:
-                conf = counts[label] / n
-                proba = {str(c): k / n for c, k in counts.items()}
+                total = len(votes) if d in self.partners else n
+                conf = counts[label] / total
+                proba = {str(c): k / total for c, k in counts.items()}
             else:
                 ans, raw, lp, _ = samples[0]
                 conf = span_probability(lp, raw or "", ans.spans[d]) if d in ans.spans else None
                 proba = None
-            out[d] = Prediction(label=label, confidence=conf, proba=proba, rationale=rationale, extra=extra)
+            # The reasoning of an answer that chose this label (with samples > 1 they can differ).
+            rationale = next((a.rationale for a in answers if a.rationale and a.labels.get(d) == label), None)
+            out[d] = Prediction(
+                label=label, confidence=conf, proba=proba, rationale=rationale or first_rationale, extra=extra
+            )
         return out
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from classify.classifiers.llm.prompts import Example
+from classify.core.causeshown import NONE_SHOWN
 from classify.core.hashing import text_hash
 from classify.core.records import Record
 from classify.encoders.encoder import Encoder
@@ -30,16 +31,27 @@ class ExampleSelector:
         encoder: Encoder,
         include_discussion: bool = True,
         require_complete: bool = True,
+        partners: dict[str, str] | None = None,
     ):
+        """`partners` ({dim: "<dim>_shown"}): a null `dim` is a complete answer where its decision
+        is none_shown, so threads that show no cause are examples too."""
+        partners = partners or {}
+
+        def label(d: str, i: int) -> str | None:
+            return labels.get(d, [None] * len(records))[i]
+
+        def answered(d: str, i: int) -> bool:
+            return label(d, i) is not None or (d in partners and label(partners[d], i) == NONE_SHOWN)
+
         idx = []
         for i in range(len(records)):
-            got = [labels.get(d, [None] * len(records))[i] for d in dims]
-            if all(g is not None for g in got) if require_complete else any(g is not None for g in got):
+            got = [answered(d, i) for d in dims]
+            if all(got) if require_complete else any(got):
                 idx.append(i)
         if not idx:
             what = "labeled on every dimension" if require_complete else "with a label"
             raise ValueError(f"few-shot needs training records {what}; none among {len(records)}")
-        self.pool = [Example(records[i], {d: labels.get(d, [None] * len(records))[i] for d in dims}) for i in idx]
+        self.pool = [Example(records[i], {d: label(d, i) for d in dims}) for i in idx]
         self.encoder = encoder
         self.include_discussion = include_discussion
         self._ids = np.array([e.record.id for e in self.pool], dtype=object)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound, TemplateSyntaxError
 
+from classify.core.causeshown import asking_order, shown_partners
 from classify.core.errors import ClassifyError
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
@@ -98,9 +99,13 @@ class PromptSet:
             keep_trailing_newline=False,
         )
         self.env.filters["untrusted"] = defuse
+        self.order = asking_order(taxonomy)
         self.common = {
             "taxonomy": taxonomy,
-            "dimensions": list(taxonomy.dimensions.values()),
+            # A "shown" decision (classify.core.causeshown) comes right before its dimension everywhere
+            # the prompt lists dimensions: the model first says whether the thread shows a cause.
+            "dimensions": [taxonomy.dimensions[d] for d in self.order],
+            "shown_for": {s: d for d, s in shown_partners(taxonomy).items()},  # "<dim>_shown" -> dim
             "rationale": rationale,
             "allow_null": allow_null,
         }
@@ -151,7 +156,7 @@ class PromptSet:
             return ""
         items = []
         for ex in examples:
-            answer = {d: ex.labels.get(d) for d in self.taxonomy.dimension_ids}
+            answer = {d: ex.labels.get(d) for d in self.order}
             items.append({"issue": self.issue_block(ex.record, self.example_chars), "answer": json.dumps(answer)})
         return self._render("examples.j2", examples=items)
 
