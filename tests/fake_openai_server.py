@@ -109,6 +109,12 @@ class FakeOpenAI:
             n = self.counts[title]
         faulty = n <= times
         good = expected_labels(rid, self.dims)
+        # Dimensions the prompt asks beyond those the fake was given (a derived `<dim>_shown` decision):
+        # answered with their first schema id, so a well-behaved model answers every asked key.
+        schema = rf.get("schema") or (rf.get("json_schema") or {}).get("schema") or {}
+        for d, prop in (schema.get("properties") or {}).items():
+            if d not in good and d != "rationale" and prop.get("enum"):
+                good[d] = prop["enum"][0]
         if faulty:
             if kind == "429":
                 return _json(

@@ -43,6 +43,7 @@ class Case:
     embeds: bool = True  # prepare() must encode the records (a frozen encoder)
     slow: bool = False
     skip: str | None = None
+    n_test: int = N_TEST  # records predicted (a CPU-served LLM answers a few in the time others do all)
 
 
 FT_FAST = {"ft_epochs": 1, "ft_top_layers": 1, "ft_max_seq_length": 64, "ft_batch_size": 8}
@@ -76,6 +77,7 @@ CASES = {
         embeds=False,
         slow=True,
         skip=None if _installed("llama_cpp_python") else "llama-cpp-python is not installed",
+        n_test=4,
     ),
 }
 
@@ -117,7 +119,7 @@ def test_spec_keeps_the_contract(name, gold, taxonomy, fake, shared_cache):
     records = [gold.records[i] for i in train]
     labels = {d: [gold.labels[d][i] for i in train] for d in taxonomy.dimension_ids}
     # Texts no other spec has seen, so this spec's own prepare() is what encodes them.
-    test = [replace(r, title=f"{r.title} [{name}]") for r in gold.records[N_TRAIN : N_TRAIN + N_TEST]]
+    test = [replace(r, title=f"{r.title} [{name}]") for r in gold.records[N_TRAIN : N_TRAIN + case.n_test]]
 
     # Options: unknown keys and bad values are refused up front, naming spec, key and allowed keys.
     with pytest.raises(ModelSpecError, match=r"unknown (LLM )?option 'bogus'; allowed: ") as e:
