@@ -112,9 +112,9 @@ def run_eval(
     base_dims = tax.dimension_ids
     # "Cause shown" is learned as a decision of its own (classify.core.causeshown), so the report's
     # coverage figures are those `classify run --target-kappa` will act on.
-    g = derived_gold(g, model, cause_shown)
+    g = derived_gold(g, cause_shown)
     if test is not None:
-        t = derived_gold(load_gold_for(test, tax), model, cause_shown)
+        t = derived_gold(load_gold_for(test, tax), cause_shown)
         say(f"{model}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
         if expected:
             expected(len(t))

@@ -361,13 +361,12 @@ def _figures(y_true: list[str], preds: list[Prediction]) -> CalibrationFigures:
     return calibration_figures(conf, correct)
 
 
-def derived_gold(gold: GoldSet, spec: str, cause_shown: bool | None = None) -> GoldSet:
+def derived_gold(gold: GoldSet, cause_shown: bool | None = None) -> GoldSet:
     """Gold as profiles see it: with a `<dim>_shown` decision for every nullable dimension.
 
     `cause_shown=None` means on, for every spec: trained specs learn the decision like any dimension,
     LLM specs are asked it right before the dimension in the same request (classify.classifiers.llm).
     `cause_shown=False` leaves gold as it is (the dimension is then routed on its own confidence).
-    `spec` is kept for callers; the decision no longer depends on it.
     """
     if cause_shown is False:
         return gold
@@ -469,7 +468,7 @@ def gold_profile(
     """The profile of `spec` on `gold` (a plain gold set: the `_shown` dimensions are added here)."""
     options = options or ModelOptions(seed=seed)
     base_dims = gold.taxonomy.dimension_ids
-    g = derived_gold(gold, spec, cause_shown)
+    g = derived_gold(gold, cause_shown)
     key = profile_key(spec, g, options, folds, seed)
     cached = _load_cached(key, g) if use_cache else None
     if cached is not None:
