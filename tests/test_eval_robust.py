@@ -230,3 +230,18 @@ def test_llm_eval_reports_progress_every_few_records_and_says_n_a_without_confid
     sym = run.metrics["dimensions"]["symptom"]
     if not sym["has_confidence"]:
         assert all(r["kappa"] is None for r in sym["selective"][:-1])
+
+
+def test_gold_too_small_for_the_folds_is_refused_before_any_training(gold):
+    from classify.core.gold import gold_from_records
+    from classify.evaluation.crossval import cross_validate
+
+    one_cause = next(r for r in gold.records if r.fields.get("root_cause"))
+    no_cause = [r for r in gold.records if not r.fields.get("root_cause")][:11]
+    small = gold_from_records([one_cause, *no_cause], gold.taxonomy)
+    with pytest.raises(ValueError, match=r"1 root_cause label\(s\), too few for 5-fold cross-validation"):
+        cross_validate("tfidf-logreg", small, k=5)
+    # two labeled records in different folds: every training part holds one, so it trains
+    two = [one_cause, next(r for r in gold.records if r.fields.get("root_cause") and r.id != one_cause.id)]
+    res = cross_validate("tfidf-logreg", gold_from_records([*two, *no_cause], gold.taxonomy), k=2, seed=0)
+    assert all(p is not None for p in res.predictions["symptom"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +181,7 @@ def cross_validate(
     n = len(gold)
     keys = stratify_keys(gold)
     evaluate_idx = set(limit_sample(n, limit, seed))
+    _check_every_fold_can_train(gold, folds, k)
     preds: dict[str, list[Prediction | None]] = {d: [None] * n for d in gold.taxonomy.dimension_ids}
     train_ids: dict[int, set[str]] = {}
     prov: dict[str, Any] = {}
@@ -231,6 +232,19 @@ def cross_validate(
         },
         dups,
     )
+
+
+def _check_every_fold_can_train(gold: GoldSet, folds: Sequence[int], k: int) -> None:
+    """Refuse, before any training, a gold set too small for `k` folds: a fold whose training part
+    holds no label of a dimension cannot train a model for it (found here, not after other folds)."""
+    for d in gold.taxonomy.dimension_ids:
+        labeled = [i for i, y in enumerate(gold.labels[d]) if y is not None]
+        for f in range(k):
+            if not any(folds[i] != f for i in labeled):
+                raise ValueError(
+                    f"gold has {len(labeled)} {d} label(s), too few for {k}-fold cross-validation: the training part "
+                    f"of fold {f + 1} has none; add coded reports to gold"
+                )
 
 
 def same_text_pairs(gold: list[Record], test: list[Record]) -> list[tuple[str, str]]:
