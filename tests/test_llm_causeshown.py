@@ -119,3 +119,22 @@ def test_an_answer_that_leaves_out_the_decision_is_repaired_then_invalid(shown_g
     for p in out["root_cause_shown"]:
         assert p.status == "invalid" and p.extra["error"] == "missing" and p.raw
     assert all(p.status == "ok" for d in ("symptom", "root_cause") for p in out[d])
+
+
+def test_null_votes_under_allow_null_lower_the_confidence_but_are_no_class(gold):
+    tax = gold.taxonomy  # no "shown" decision: a null symptom means "cannot tell"
+    clf = make_classifier("local:smollm2-135m", tax, ModelOptions(extra={"samples": 4, "allow_null": True}))
+    (plan,) = clf.plan([Record(id="a", title="t")])
+    answers = [
+        '{"symptom": "crash", "root_cause": null}',
+        '{"symptom": "crash", "root_cause": null}',
+        '{"symptom": "hang", "root_cause": "memory_access"}',
+        '{"symptom": null, "root_cause": null}',
+    ]
+    samples = [(parse_answer(t, tax, allow_null=True), t, None, None) for t in answers]
+    out = clf._aggregate(plan, samples)
+    sym = out["symptom"]
+    assert sym.label == "crash" and sym.confidence == 0.5
+    assert sym.proba == pytest.approx({"crash": 2 / 3, "hang": 1 / 3})
+    cause = out["root_cause"]  # three of four answers could not tell: an abstention, no "None" class
+    assert cause.label is None and cause.proba is None and cause.status == "ok"

@@ -349,7 +349,11 @@ class LLMClassifier(Classifier):
             if n > 1:
                 total = len(votes) if d in self.partners else n
                 conf = counts[label] / total
-                proba = {str(c): k / total for c, k in counts.items()}
+                # a distribution over categories only: a null vote (allow_null: "cannot tell") lowers
+                # the confidence above but is not a class of its own; a majority of them is an
+                # abstention, with no distribution that calibration could turn back into a label
+                named = {c: k for c, k in counts.items() if c is not None}
+                proba = {str(c): k / sum(named.values()) for c, k in named.items()} if label is not None else None
             else:
                 ans, raw, lp, _ = samples[0]
                 conf = span_probability(lp, raw or "", ans.spans[d]) if d in ans.spans else None
