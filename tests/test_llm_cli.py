@@ -184,3 +184,21 @@ def test_cross_validated_few_shot_never_uses_an_evaluated_record_as_its_example(
             assert len(ex) == 3 and r.id not in ex and set(ex) <= train
             n_checked += 1
     assert n_checked == 60 * len(gold.taxonomy.dimension_ids)
+
+
+def test_routed_dry_run_counts_the_cause_shown_question_it_will_ask(tmp_path, fake):
+    import re
+
+    inp = _input(tmp_path)
+
+    def dry(*extra):
+        args = ["run", "--model", "openai:fake-model", "--base-url", fake.base_url, "--input", str(inp)]
+        r = runner.invoke(app, [*args, "--out", str(tmp_path / "l.jsonl"), "--dry-run", *extra])
+        assert r.exit_code == 0, r.output
+        tokens = int(re.search(r"prompt tokens:\s+~([\d,]+)", r.output).group(1).replace(",", ""))
+        return tokens, re.search(r"prompt set (\w+)", r.output).group(1)
+
+    plain, plain_hash = dry()
+    routed, routed_hash = dry("--target-kappa", "0.87")
+    assert routed > plain and routed_hash != plain_hash  # the prompts a routed run sends, not a plain run's
+    assert fake.n_requests == 0

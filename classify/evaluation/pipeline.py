@@ -253,7 +253,8 @@ def estimate_eval(
 
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
-    clf = make_classifier(model, tax, options)
+    g = derived_gold(g)  # the eval asks the "cause shown" decisions too: the prompts it will send
+    clf = make_classifier(model, g.taxonomy, options)
     if test is not None:
         records = load_gold_for(test, tax).records
         note = ""

@@ -265,9 +265,15 @@ def estimate_labeling(
     input = Path(input) if input else paths.default_input()
     from classify.classifiers.llm.estimate import dry_run_estimates
 
-    _, records, g, _, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+    _, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
     notes = ["(--screen would send fewer: only records screened as failure reports)"] if screen else []
     if routed:
+        from classify.evaluation.profile import derived_gold
+
+        # a routed run asks the "cause shown" decisions too (classify.core.causeshown): longer prompts
+        g = derived_gold(g)
+        clf.close()
+        clf = make_classifier(model, g.taxonomy, options)
         notes.append(
             f"(--target-kappa also needs the model's gold profile: a 5-fold cross-validation that predicts all "
             f"{len(g)} gold records once more, unless `classify eval` or an earlier routed run cached it)"
