@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import KFold, StratifiedKFold
 
 from classify.classifiers.base import Classifier, ModelOptions, Prediction, make_classifier, uses_llm
 from classify.core.errors import ClassifyError
@@ -93,13 +94,21 @@ def stratify_keys(gold: GoldSet) -> list[str]:
 
 
 def assign_folds(gold: GoldSet, k: int = 5, seed: int = 0) -> list[int]:
+    if len(gold) < k:
+        raise ValueError(
+            f"gold has {len(gold)} record(s), too few for {k}-fold cross-validation; add coded reports to gold"
+        )
     keys = stratify_keys(gold)
     folds = [-1] * len(gold)
+    splitter: StratifiedKFold | KFold = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    if max(Counter(keys).values()) < k:
+        # Every stratum is smaller than k (a small gold set): sklearn refuses to stratify, and
+        # stratifying such strata spreads nothing; plain shuffled folds still give each record one.
+        splitter = KFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
         # Categories with fewer than k items cannot appear in every fold; sklearn warns, we know.
         warnings.simplefilter("ignore", UserWarning)
-        skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-        for f, (_, test) in enumerate(skf.split(np.zeros(len(keys)), keys)):
+        for f, (_, test) in enumerate(splitter.split(np.zeros(len(keys)), keys)):
             for i in test:
                 folds[i] = f
     return folds
