@@ -160,6 +160,23 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         assert not (rep / "corpus.json").exists()
 
 
+def test_method_without_a_gold_profile_is_refused_not_ignored(tmp_path):
+    # labels that carry no model (or no run_options, or another gold's hash) can only be counted:
+    # a method the user fixed would silently not be applied
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": "triton-1", "repo": "triton-lang/triton", "symptom": "crash", "root_cause": "compiler_defect"}],
+    )
+    rep = tmp_path / "rep"
+    r = CliRunner().invoke(app, ["report", str(labels), "--method", "pacc", "--out-dir", str(rep)])
+    out = " ".join(r.output.split())
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "--method PACC cannot be applied: the labels carry no `model`" in out
+    assert not (rep / "corpus.json").exists()
+    r = CliRunner().invoke(app, ["report", str(labels), "--out-dir", str(rep)])
+    assert r.exit_code == 0, r.output  # without --method: counts, with the warning
+
+
 def test_human_coded_rows_are_counted_as_coded(labeled, tmp_path):
     d, inp, labels = labeled
     rows = [json.loads(x) for x in labels.read_text().splitlines()]

@@ -676,7 +676,7 @@ def write_corpus_report(
 
     if n_boot < 0:
         raise ReportError(f"--bootstrap must be >= 0, got {n_boot}")
-    method = method.upper() if method is not None else None
+    method = method.strip().upper() if method is not None else None
     if method is not None and method not in qf.METHODS:
         raise ReportError(f"unknown --method {method!r}; known: {', '.join(qf.METHODS)}")
     if method is not None and not correct:
@@ -692,6 +692,9 @@ def write_corpus_report(
     if input_path:
         meta = {str(r.get("id")): r for r in read_rows(input_path)}
     correction, why = correction_for(rows, tax, gold_path, seed=seed) if correct else (None, ["--no-correct given"])
+    if method is not None and correction is None:
+        # counts would come out under a method the user fixed and never got
+        raise ReportError(f"--method {method} cannot be applied: {'; '.join(why)}")
     stats = corpus_stats(rows, tax, correction, n_boot=n_boot, seed=seed, method=method)
     stats["warnings"] = why
     stats["model"] = correction.model if correction else (stats["models"][0] if len(stats["models"]) == 1 else None)
