@@ -8,7 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
-from fake_openai_server import FakeOpenAI
+from fake_openai_server import FakeOpenAI, expected_labels
 
 from classify.classifiers.base import ModelOptions, make_classifier
 from classify.classifiers.llm.answer import parse_answer
@@ -138,3 +138,39 @@ def test_null_votes_under_allow_null_lower_the_confidence_but_are_no_class(gold)
     assert sym.proba == pytest.approx({"crash": 2 / 3, "hang": 1 / 3})
     cause = out["root_cause"]  # three of four answers could not tell: an abstention, no "None" class
     assert cause.label is None and cause.proba is None and cause.status == "ok"
+
+
+def test_routed_run_without_confidences_still_suggests_the_models_answer(gold, tmp_path):
+    # An LLM without logprobs and with one sample (the local: default, ollama, most servers) gives no
+    # confidence: nothing can pass a threshold, so every label goes to review, and the reviewer needs
+    # the model's answer: the cause it named, or none_shown where it said the thread shows none.
+    import json
+
+    from classify.core.causeshown import SHOWN
+    from classify.labeling import label_file
+
+    tax = gold.taxonomy
+    caused = [r for r in gold.records if r.fields.get("root_cause")][:20]
+    uncaused = [r for r in gold.records if not r.fields.get("root_cause")][:10]
+    gold_path = tmp_path / "gold.jsonl"
+    gold_path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in caused + uncaused), encoding="utf-8")
+    inp = tmp_path / "in.jsonl"
+    new = [{"id": f"n{k}", "title": f"n{k} kernel fails", "body": "body"} for k in range(8)]
+    inp.write_text("".join(json.dumps(r) + "\n" for r in new), encoding="utf-8")
+    dims = {d: dim.ids for d, dim in tax.dimensions.items()} | {"root_cause_shown": [SHOWN, NONE_SHOWN]}
+    out = tmp_path / "labels.jsonl"
+    with FakeOpenAI(dims, with_logprobs=False) as fake:
+        opts = ModelOptions(extra={"base_url": fake.base_url, "logprobs": False}, show_progress=False)
+        label_file("openai:fake-model", inp, out, taxonomy=None, gold=gold_path, options=opts, target_kappa=0.87)
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    answered = {r["id"]: expected_labels(r["id"], dims) for r in new}
+    assert {a["root_cause_shown"] for a in answered.values()} == {SHOWN, NONE_SHOWN}  # both cases met
+    rc = tax.dimensions["root_cause"]
+    for r in rows:
+        a = answered[r["id"]]
+        want = a["root_cause"] if a["root_cause_shown"] == SHOWN else NONE_SHOWN
+        assert r["root_cause_status"] == "review" and r["root_cause"] is None
+        assert r["root_cause_suggestion"] == want
+        assert r["root_cause_group_suggestion"] == (want if want == NONE_SHOWN else rc.group_of(want))
+        assert r["symptom_status"] == "review" and r["symptom_suggestion"] == a["symptom"]
+        assert "root_cause_invalid" not in r and "root_cause_shown_invalid" not in r

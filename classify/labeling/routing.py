@@ -25,7 +25,7 @@ from classify.classifiers.base import (
     predictions_from_proba,
     uses_llm,
 )
-from classify.core.causeshown import NONE_SHOWN
+from classify.core.causeshown import NONE_SHOWN, shown_dim
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
 from classify.core.records import Record
@@ -90,6 +90,7 @@ class Router:
             if d in plain:
                 tdim = self.profile.gold.taxonomy.dimensions[d]
                 plain[gd] = [_group_label(tdim, p) for p in plain[d]]
+        answer = self._answers_without_confidence(preds, n)
         rows: list[dict[str, Any]] = [{} for _ in range(n)]
         for d, plist in final.items():
             th = self.thresholds.get(d)
@@ -115,9 +116,33 @@ class Router:
                 auto = ok and apply_threshold(conf, th.threshold)
                 row[d] = label if auto and label != NONE_SHOWN else None
                 row[f"{d}_status"] = (NONE_SHOWN if label == NONE_SHOWN else AUTO) if auto else REVIEW
-                row[f"{d}_suggestion"] = label
+                row[f"{d}_suggestion"] = label if label is not None or d not in answer else answer[d][i]
                 row[f"{d}_confidence"] = _r(conf)
         return rows
+
+    def _answers_without_confidence(self, preds: dict[str, list[Prediction]], n: int) -> dict[str, list[str | None]]:
+        """Per selective dimension (and its groups), the model's own answer where its decision and cause
+        were valid but carry no confidence to compose (an LLM without logprobs, one sample): the cause
+        it named, or none_shown. Such a label goes to review; the reviewer still sees what it said."""
+        out: dict[str, list[str | None]] = {}
+        for d in self.profile.nullable:
+            shown, cause = preds.get(shown_dim(d)), preds.get(d)
+            if shown is None or cause is None:
+                continue
+            vals: list[str | None] = []
+            for s, c in zip(shown, cause):
+                if s is None or s.status != "ok" or s.label is None:
+                    vals.append(None)
+                elif s.label == NONE_SHOWN:
+                    vals.append(NONE_SHOWN)
+                else:
+                    vals.append(c.label if c is not None and c.status == "ok" else None)
+            out[d] = vals
+        for gd, d in self.profile.grouped.items():
+            if d in out:
+                tdim = self.profile.gold.taxonomy.dimensions[d]
+                out[gd] = [v if v in (None, NONE_SHOWN) else tdim.group_of(v) for v in out[d]]
+        return out
 
     def provenance(self) -> dict[str, Any]:
         return {
