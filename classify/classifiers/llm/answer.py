@@ -22,8 +22,15 @@ RATIONALE_MAX_CHARS = 400
 
 
 def answer_schema(
-    taxonomy: Taxonomy, rationale: bool = False, allow_null: bool = False, limit_rationale: bool = False
+    taxonomy: Taxonomy,
+    rationale: bool = False,
+    allow_null: bool = False,
+    limit_rationale: bool = False,
+    grammar: bool = False,
 ) -> dict[str, Any]:
+    """The JSON schema of an answer. `grammar`: for servers that turn it into a decoding grammar
+    (llama.cpp's json_object + schema), which read a type list before an enum: a nullable id is
+    then written as a bare enum, or any string would pass (a small model copies the placeholder)."""
     props: dict[str, Any] = {}
     if rationale:
         props["rationale"] = {"type": "string"}
@@ -32,7 +39,9 @@ def answer_schema(
     # Property order is answer order under constrained decoding: a "shown" decision before its dimension.
     for d in asking_order(taxonomy):
         dim = taxonomy.dimensions[d]
-        if allow_null:
+        if allow_null and grammar:
+            props[d] = {"enum": [*dim.ids, None]}
+        elif allow_null:
             props[d] = {"type": ["string", "null"], "enum": [*dim.ids, None]}
         else:
             props[d] = {"type": "string", "enum": list(dim.ids)}

@@ -126,9 +126,8 @@ class LLMClassifier(Classifier):
             example_chars=s.example_chars,
             include_discussion=options.include_discussion,
         )
-        self.schema = answer_schema(
-            taxonomy, s.rationale, s.allow_null, limit_rationale=self.endpoint.structured == "json_object_schema"
-        )
+        grammar = self.endpoint.structured == "json_object_schema"
+        self.schema = answer_schema(taxonomy, s.rationale, s.allow_null, limit_rationale=grammar, grammar=grammar)
         # dim -> its "<dim>_shown" decision (classify.core.causeshown), answered in the same request
         self.partners = shown_partners(taxonomy)
         self._store = store
