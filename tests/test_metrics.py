@@ -120,3 +120,25 @@ def test_dimension_without_items_is_all_none():
     rep = dimension_report([], [], [], ["a", "b"], n_boot=100)
     assert rep["n"] == 0 and rep["kappa"]["kappa"] is None and rep["accuracy"] is None
     assert rep["per_category"]["a"]["kappa_ovr"] is None and rep["selective"][-1]["kappa"] is None
+
+
+def test_bootstrap_kappa_equals_scikit_learns_including_undefined_cases():
+    import numpy as np
+
+    from classify.evaluation.metrics import _codes, _kappa, _kappa_codes
+
+    rng = np.random.default_rng(1)
+    labels = np.array(["a", "b", "c", "d", "__invalid__"], dtype=object)
+    cases = [(rng.choice(labels, 40), rng.choice(labels, 40)) for _ in range(200)]
+    cases += [
+        (np.array(["a"] * 5, dtype=object), np.array(["a"] * 5, dtype=object)),  # undefined
+        (np.array(["a"] * 5, dtype=object), np.array(["a", "b", "a", "a", "a"], dtype=object)),  # one gold class
+        (np.array(["a", "b"] * 3, dtype=object), np.array(["a", "b"] * 3, dtype=object)),  # perfect
+    ]
+    for a, b in cases:
+        (ca, cb), k = _codes(a, b)
+        for ref in (False, True):
+            want, got = _kappa(a, b, ref), _kappa_codes(ca, cb, k, ref)
+            assert (want is None) == (got is None), (a, b, ref)
+            if want is not None:
+                assert got == pytest.approx(want, abs=1e-12)
