@@ -152,7 +152,17 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         c = doc["dimensions"][name]["correction"]
         assert c["method"] == "ACC" and c["chosen_by"] == "user"
         assert c["error"] == pytest.approx(c["errors"]["ACC"])
+        warned = any(x.startswith(f"{name}: ACC (--method) erred more") for x in doc["caveats"])
+        assert warned == (c["error"] > c["naive_error"])
     assert "ACC (--method)" in r.output
+    # a forced method that erred more than counting on shifted gold is said so (and only then)
+    r2, rep2 = _report(d, inp, labels, "--method", "EMQ")
+    assert r2.exit_code == 0, r2.output
+    doc2 = json.loads((rep2 / "corpus.json").read_text())
+    for name in ("symptom", "root_cause"):
+        c = doc2["dimensions"][name]["correction"]
+        warned = any(x.startswith(f"{name}: EMQ (--method) erred more than counting") for x in doc2["caveats"])
+        assert warned == (c["error"] > c["naive_error"])
     assert "chosen by the user" in (rep / "report.html").read_text()
     for bad, msg in ((["--method", "XYZ"], "unknown --method"), (["--method", "PCC", "--no-correct"], "--no-correct")):
         r, rep = _report(d, inp, labels, *bad)

@@ -132,7 +132,7 @@ class DimensionInput:
     human: list[tuple[str, int]]  # (library, class index) of human-coded rows
     n_missing: int
     selective: bool  # classes end with none_shown (cause-shown decision composed in)
-    n_none_shown: int = 0  # uncorrected: rows the model routed as showing no cause (not "missing")
+    n_none_shown: int = 0  # uncorrected: rows whose label or review suggestion is none_shown (not "missing")
 
 
 def _dimension_input(lab: list[dict[str, Any]], tax: Taxonomy, dim: str, corr: Correction | None) -> DimensionInput:
@@ -339,6 +339,12 @@ def corpus_stats(
                     sel = sel.forced(method)
                 except qf.QuantifyError as why:
                     raise ReportError(f"{d}: {why}") from None
+                if sel.error > sel.naive_error:
+                    out["caveats"].append(
+                        f"{d}: {method} (--method) erred more than counting on shifted gold "
+                        f"({100 * sel.error:.1f} against {100 * sel.naive_error:.1f} points of total variation); "
+                        f"the protocol would have chosen {min(sel.errors, key=sel.errors.__getitem__)}."
+                    )
             est = qf.estimate_shares(
                 inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
             )
