@@ -22,10 +22,7 @@ def split_gold(gold: GoldSet, holdout: float, seed: int) -> tuple[GoldSet, GoldS
     keys = [f"{a}|{b is not None}" for a, b in zip(first, second)]
     dev, held = train_test_split(np.arange(len(gold)), test_size=holdout, random_state=seed, stratify=keys)
 
-    def sub(idx: np.ndarray) -> GoldSet:
-        return gold_from_records([gold.records[i] for i in sorted(idx)], gold.taxonomy, source=gold.path or "<gold>")
-
-    return sub(dev), sub(held)
+    return _part(gold, [gold.records[i] for i in sorted(dev)]), _part(gold, [gold.records[i] for i in sorted(held)])
 
 
 def split_first(gold: GoldSet, n: int) -> tuple[GoldSet, GoldSet]:
@@ -34,8 +31,9 @@ def split_first(gold: GoldSet, n: int) -> tuple[GoldSet, GoldSet]:
     were chosen for showing their cause) - a held-back part whose shares differ from development's."""
     if not 0 < n < len(gold):
         raise ValueError(f"cannot split {len(gold)} records after the first {n}")
+    return _part(gold, gold.records[:n]), _part(gold, gold.records[n:])
 
-    def sub(recs: list) -> GoldSet:
-        return gold_from_records(recs, gold.taxonomy, source=gold.path or "<gold>")
 
-    return sub(gold.records[:n]), sub(gold.records[n:])
+def _part(gold: GoldSet, records: list) -> GoldSet:
+    """`records` of `gold` as a gold set of their own (same taxonomy and source)."""
+    return gold_from_records(records, gold.taxonomy, source=gold.path or "<gold>")
