@@ -159,7 +159,9 @@ def test_adjudication_export_validate_and_review_apply(project, tmp_path, monkey
     assert st == 422 and "nonexistent" in got["error"]
     prop["category"] = "hang"
     prop["text"] = "a kernel that never returns"
-    st, got = ask(ca, "POST", f"/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]})
+    st, got = ask(
+        ca, "POST", f"/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]}
+    )
     assert st == 201, got
     r = runner.invoke(cli, ["workbench", "export", "--project", str(project.folder), "--out", str(out)])
     assert r.exit_code == 0, r.output
