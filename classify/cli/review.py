@@ -219,7 +219,8 @@ def build(
     )
     t = Table(
         title="first items, most urgent first",
-        caption="priority: the weight of the item's strongest reason to look again (0 to 1)",
+        caption="priority: the weight of the item's strongest reason to look again, plus a bonus for each "
+        "further kind of reason (docs/review.md)",
     )
     for c in ("#", "id", "dimension", "priority", "gold label", "reasons"):
         t.add_column(c)
