@@ -15,6 +15,7 @@ from classify.workbench.auth import form_fields, session_coder
 from classify.workbench.items import ItemState
 from classify.workbench.project import Forbidden, LabelError, NotFound, Project
 from classify.workbench.render import render, safe_url
+from classify.workbench.reviewtask import ReviewTask
 from classify.workbench.web import page, wb_of
 
 
@@ -26,6 +27,16 @@ def _path(prefix: str, item_id: str) -> str:
     from urllib.parse import quote
 
     return prefix + quote(item_id, safe="")
+
+
+def _issue(record: dict) -> dict:
+    """The issue as _issue.html shows it: text rendered for reading, a link only to http(s)."""
+    return {
+        "rec": record,
+        "body": render(record.get("body")),
+        "discussion": render(record.get("discussion")),
+        "url": safe_url(record.get("url")),
+    }
 
 
 def home(request: Request) -> Response:
@@ -90,10 +101,7 @@ def code_page(request: Request) -> Response:
         "code.html",
         coder,
         item=st,
-        rec=st.record,
-        body=render(st.record.get("body")),
-        discussion=render(st.record.get("discussion")),
-        url=safe_url(st.record.get("url")),
+        **_issue(st.record),
         pos=i + 1,
         n=len(mine),
         my_code=mine_code,
@@ -148,10 +156,7 @@ def _adjudicate_view(request: Request, coder: str, item_id: str, error: str | No
         "adjudicate.html",
         coder,
         item=st,
-        rec=st.record,
-        body=render(st.record.get("body")),
-        discussion=render(st.record.get("discussion")),
-        url=safe_url(st.record.get("url")),
+        **_issue(st.record),
         disagree=st.disagreeing(wb.project.dims),
         reasons=st.reasons(wb.project.dims),
         revised=st.revised(wb.project.dims),
@@ -192,14 +197,19 @@ async def adjudicate_post(request: Request) -> Response:
     return await run_in_threadpool(work)
 
 
+def _review_task(request: Request) -> ReviewTask:
+    task = wb_of(request).review
+    if task is None:
+        raise NotFound("no review queue in this project (serve with --queue review/queue.json)")
+    return task
+
+
 def review_list(request: Request) -> Response:
-    wb = wb_of(request)
     coder = session_coder(request)
     if not coder:
         return _to_login()
-    if wb.review is None:
-        raise NotFound("no review queue in this project (serve with --queue review/queue.json)")
-    return page(request, "review_list.html", coder, rt=wb.review, decided=wb.review.decided())
+    task = _review_task(request)
+    return page(request, "review_list.html", coder, rt=task, decided=task.decided())
 
 
 def review_page(request: Request) -> Response:
@@ -210,36 +220,29 @@ def review_page(request: Request) -> Response:
 
 
 def _review_view(request: Request, coder: str, n: int, error: str | None = None) -> Response:
-    wb = wb_of(request)
-    if wb.review is None:
-        raise NotFound("no review queue in this project")
-    it = wb.review.item(n)
+    task = _review_task(request)
+    it = task.item(n)
     return page(
         request,
         "review.html",
         coder,
         n=n,
         it=it,
-        total=len(wb.review.queue.items),
-        body=render(it.record.get("body")),
-        discussion=render(it.record.get("discussion")),
-        url=safe_url(it.record.get("url")),
-        cats=wb.review.taxonomy.dimensions[it.dimension].categories,
-        decided=wb.review.decided().get(it.key),
+        total=len(task.queue.items),
+        **_issue(it.record),
+        cats=task.taxonomy.dimensions[it.dimension].categories,
+        decided=task.decided().get(it.key),
         error=error,
     )
 
 
 async def review_post(request: Request) -> Response:
-    wb = wb_of(request)
     coder = session_coder(request)
     if not coder:
         return _to_login()
-    if wb.review is None:
-        raise NotFound("no review queue in this project")
+    review = _review_task(request)
     form = await form_fields(request)
     n = int(request.path_params["n"])
-    review = wb.review
 
     def work() -> Response:
         try:

@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from review_helpers import fake_eval_run, gold_subset
+from review_helpers import built_queue
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.core.gold import load_gold
 from classify.core.taxonomy import load_taxonomy
 from classify.review.decisions import append_decision, read_decisions
 from classify.review.schema import Decision
@@ -23,16 +22,7 @@ runner = CliRunner()
 @pytest.fixture
 def built(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    gp, tp = gold_subset(tmp_path)
-    g = load_gold(gp, load_taxonomy(tp))
-    rid = next(r.id for r, y in zip(g.records, g.labels["root_cause"]) if y == "api_misuse")
-    run = fake_eval_run(tmp_path, gp, tp, {(rid, "root_cause"): ("algorithm_logic", 0.9)})
-    qp = tmp_path / "review" / "queue.json"
-    res = runner.invoke(
-        app, ["review", "build", "-e", str(run), "-g", str(gp), "-t", str(tp), "--no-cleanlab", "-o", str(qp)]
-    )
-    assert res.exit_code == 0, res.output
-    return {"tmp": tmp_path, "gold": gp, "tax": tp, "queue": qp, "id": rid, "output": res.output}
+    return built_queue(tmp_path)
 
 
 def _keep(rid: str, note: str, proposal: dict | None = None) -> Decision:

@@ -175,6 +175,7 @@ def test_two_coders_agreement_adjudication_review_export(browser, tmp_path):
         driver.get(url + "/adjudicate")
         links = driver.find_elements(By.CSS_SELECTOR, "#disagreements a.button")
         assert len(links) == 1
+        _shot(driver, "adjudicate-list")
         links[0].click()
         Select(_wait(lambda: driver.find_element(By.ID, "label_symptom"))).select_by_value("hang")
         Select(driver.find_element(By.ID, "label_root_cause")).select_by_value(rc[1])

@@ -91,6 +91,8 @@ def test_a_change_of_mind_on_an_agreed_item_is_not_lost(project, tmp_path):
     project.add_code(i, "a", L("hang"), note="second look: it never crashes")
     st = project.state(i)
     assert st.final(project.dims) is None and st.reasons(project.dims) == ["a changed their code"]
+    page = client(project, "a").get(f"/code/{i}").text  # the coder is told what their change does
+    assert "Your first code counts" in page and ", changed " in page
     j = project.item_ids()[1]
     project.add_code(j, "a", L("crash"))
     project.add_code(j, "b", L("crash"))
