@@ -126,11 +126,18 @@ def export(project: Project, out: str | Path, force: bool = False) -> ExportResu
         raise ProjectError(f"nothing to export: no item is settled yet ({waiting})")
     # validated in memory the way `classify gold validate` will read the file
     gold_from_records([to_record(json.loads(json.dumps(r))) for r in rows], project.taxonomy, "<export>")
+    if adjudicated:
+        read_decisions(review_folder(out) / "decisions.jsonl")  # a broken file is refused before anything is written
     write_rows(out, rows)
     res = ExportResult(out, len(rows), len(adjudicated), open_items)
     if adjudicated:
         res.queue, res.n_decisions, res.n_proposals = _write_review(project, out, adjudicated)
     return res
+
+
+def review_folder(out: Path) -> Path:
+    """`<name>-review/` beside the gold file: the adjudications as a review queue and decisions."""
+    return out.with_name(out.name.split(".")[0] + "-review")
 
 
 def _taxonomy_file(project: Project, folder: Path) -> Path:
@@ -150,7 +157,7 @@ def _taxonomy_file(project: Project, folder: Path) -> Path:
 def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> tuple[Path, int, int]:
     """Queue + decisions for `classify review apply`: one `keep` per adjudicated (item, dimension),
     carrying the adjudicator, note and proposals."""
-    folder = out.with_name(out.name.split(".")[0] + "-review")
+    folder = review_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     tax_path = _taxonomy_file(project, folder)
     gold = load_gold(out, project.taxonomy)  # the file just written, as apply will read it

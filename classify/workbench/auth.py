@@ -51,8 +51,7 @@ def viewer(request: Request, claimed: Any = None) -> str | None:
     tokens are required."""
     if claimed is not None or wb_of(request).require_tokens:
         return acting_coder(request, claimed)
-    who = session_coder(request)
-    return who
+    return session_coder(request)
 
 
 async def form_fields(request: Request) -> dict[str, str]:

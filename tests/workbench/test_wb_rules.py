@@ -239,6 +239,12 @@ def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
     assert any(d.action == "ambiguous" and d.note == made.note for d in got)  # kept
     assert {d.id for d in got if d.action == "keep"} == {ids[0], ids[1]} and res2.n_decisions == 2
     assert len([d for d in got if d.action == "keep" and d.id == ids[0]]) == 1  # its own not duplicated
+    # a decisions file broken by hand: the export refuses before writing anything
+    decisions.write_text(decisions.read_text() + "{torn\n")
+    out = tmp_path / "gold.parquet"
+    with pytest.raises(Exception, match="malformed decision rows"):
+        export(project, out)
+    assert not out.exists() and "{torn" in decisions.read_text()
 
 
 # ------------------------------------------------------------------ 11. bounded requests, event loop free
