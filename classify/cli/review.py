@@ -217,8 +217,12 @@ def build(
         + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"),
         highlight=False,
     )
-    t = Table(title="first items")
-    for c in ("#", "id", "dimension", "score", "gold", "reasons"):
+    t = Table(
+        title="first items, most urgent first",
+        caption="priority: the weight of the item's strongest reason to look again, plus a bonus for each "
+        "further kind of reason (docs/review.md)",
+    )
+    for c in ("#", "id", "dimension", "priority", "gold label", "reasons"):
         t.add_column(c)
     for i, it in enumerate(q.items[:10], 1):
         t.add_row(
@@ -226,8 +230,8 @@ def build(
             it.id,
             it.dimension,
             f"{it.score:.2f}",
-            str(it.gold),
-            ", ".join(sorted({r.kind for r in it.reasons})),
+            it.gold if it.gold is not None else ("not shown" if it.in_gold else "not in gold"),
+            ", ".join(sorted({r.kind.replace("_", " ") for r in it.reasons})),
         )
     console.print(t)
 
@@ -395,7 +399,8 @@ def apply(
         console.print("dry run: nothing written", highlight=False)
         return
     try:
-        write_plan(plan, out_gold, new_tax_path, tax.path)
+        for note in write_plan(plan, out_gold, new_tax_path, tax.path):
+            console.print(f"[yellow]{note}[/]", highlight=False)
     except ApplyError as e:
         fail(str(e))
     tax_arg = new_tax_path or _show(tax.path)

@@ -60,7 +60,7 @@ def gold_stats(
 ) -> None:
     """Gold size, label distribution per dimension, and coder agreement when coded twice."""
     from classify.core.goldfile import load_task
-    from classify.evaluation.agreement import gold_summary
+    from classify.evaluation.agreement import agreement_notes, gold_summary
 
     s = gold_summary(load_task(task.value, taxonomy, gold)[1], n_boot=n_boot)
     console.print(f"[bold]{s['path']}[/]: {s['n']} records, taxonomy {s['taxonomy']}, content hash {s['hash']}")
@@ -90,13 +90,13 @@ def gold_stats(
             t.add_row(
                 name,
                 " vs ".join(a["coders"]),
-                str(a["n"]),
+                f"{a['n']}{' (small)' if a['small'] else ''}",
                 "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}",
                 "n/a" if a["lo"] is None else f"[{a['lo']:.3f}, {a['hi']:.3f}]",
             )
         console.print(t)
-        if any(a["kappa"] is None for a in s["coders"].values()):
-            console.print("n/a: both passes used one and the same category throughout; kappa is undefined there")
+        for line in agreement_notes(s["coders"]):
+            console.print(line, highlight=False)
     else:
         console.print("no second coder in this gold set: coder agreement not available")
 

@@ -67,11 +67,12 @@ def export_cmd(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Gold file: .jsonl, .csv, .parquet or a .hf dataset folder.")
     ],
+    force: Annotated[bool, typer.Option("--force", help="Replace --out when it exists.")] = False,
 ) -> None:
     """Write the settled items as gold (coder_a, coder_b, adjudication_note), as `classify gold validate` reads it."""
     from classify.workbench.server import export_project
 
-    r = export_project(project, out)
+    r = export_project(project, out, force)
     console.print(f"wrote {r.path}: {r.n} items, {r.adjudicated} adjudicated", highlight=False)
     for why, ids in r.open_items.items():
         console.print(

@@ -11,7 +11,10 @@ The new gold keeps the input file's encoding (goldfile.py): a screening file sta
 from __future__ import annotations
 
 import copy
+import json
+import os
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -246,27 +249,85 @@ def render_taxonomy(raw: dict, source: Path | None) -> str:
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
 
 
-def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, source_taxonomy: Path | None) -> None:
-    """Write both new versions; refuses to overwrite (a version, once written, is never edited)."""
+def _marker(out_gold: Path) -> Path:
+    return out_gold.with_name(f".{out_gold.name}.apply-pending")
+
+
+def _pending(path: Path) -> Path:
+    return path.with_name(f".pending-{path.name}")  # same suffix: written in the same format
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def recover_interrupted(out_gold: Path) -> list[str]:
+    """Undo what an apply killed mid-write (kill -9, power loss) left for `out_gold`: its temporary
+    files, and a new codebook version renamed into place without its gold (the two are renamed last,
+    codebook first, so only that can be left). The pending marker names what that apply wrote."""
+    marker = _marker(out_gold)
+    if not marker.exists():
+        return []
+    try:
+        named = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        named = {}
+    notes = []
+    for p in (named.get("gold"), named.get("taxonomy")):
+        if p:
+            _remove(_pending(Path(p)))
+    tax = named.get("taxonomy")
+    if tax and not out_gold.exists() and Path(tax).exists():
+        Path(tax).unlink()
+        notes.append(f"removed {tax}: an interrupted apply wrote it without its gold {out_gold}")
+    marker.unlink()
+    return notes
+
+
+def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, source_taxonomy: Path | None) -> list[str]:
+    """Write both new versions, or neither: each is written under a temporary name and both are
+    renamed at the end, so a kill leaves nothing a retry trips on (recover_interrupted). Refuses to
+    overwrite (a version, once written, is never edited). Returns notes on what was recovered."""
     targets = [out_gold] + ([out_taxonomy] if plan.taxonomy_raw is not None and out_taxonomy else [])
     if len(targets) == 2 and out_taxonomy is not None and out_gold.resolve() == out_taxonomy.resolve():
         raise ApplyError(f"--out-gold and --out-taxonomy are the same file ({out_gold}); give two paths")
+    notes = recover_interrupted(out_gold)
     exists = [str(p) for p in targets if p.exists()]
     if exists:
         raise ApplyError(
             f"{', '.join(exists)} already exist; versions are never overwritten (pass another --out-gold/--out-taxonomy)"
         )
+    text = None
     if plan.taxonomy_raw is not None:
         if out_taxonomy is None:
             raise ApplyError("the proposals change the codebook: give a path for the new taxonomy version")
         text = render_taxonomy(plan.taxonomy_raw, source_taxonomy)
         # round trip through the loader before writing: what is written must load
         parse_taxonomy(yaml.safe_load(text), out_taxonomy)
-        atomic_write_text(out_taxonomy, text)
+    marker = _marker(out_gold)
+    atomic_write_text(
+        marker, json.dumps({"gold": str(out_gold), "taxonomy": str(out_taxonomy) if text is not None else None})
+    )
+    renamed_taxonomy = False
     try:
-        goldfile.write_gold(out_gold, plan.file_rows or plan.gold_rows, plan.source)
+        if text is not None and out_taxonomy is not None:
+            atomic_write_text(_pending(out_taxonomy), text)
+        goldfile.write_gold(_pending(out_gold), plan.file_rows or plan.gold_rows, plan.source)
+        if text is not None and out_taxonomy is not None:
+            os.replace(_pending(out_taxonomy), out_taxonomy)
+            renamed_taxonomy = True
+        os.replace(_pending(out_gold), out_gold)
     except BaseException:
         # the pair is written together or not at all: a lone taxonomy would block the retry
-        if plan.taxonomy_raw is not None and out_taxonomy:
+        for p in targets:
+            _remove(_pending(p))
+        if renamed_taxonomy and out_taxonomy is not None and not out_gold.exists():
             out_taxonomy.unlink(missing_ok=True)
         raise
+    finally:
+        if not any(_pending(p).exists() for p in targets):
+            marker.unlink(missing_ok=True)
+    return notes

@@ -57,8 +57,15 @@ def append_decision(path: str | Path, d: Decision) -> None:
     """One line, flushed and fsynced: a session killed after this returns loses nothing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
-        f.write(d.model_dump_json(exclude_none=True) + "\n")
+    with path.open("a+b") as f:
+        # a file whose last line has no newline (a hand edit) gets one first: glued onto that line,
+        # this decision would make the whole file unreadable
+        f.seek(0, os.SEEK_END)
+        lead = b""
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            lead = b"" if f.read(1) == b"\n" else b"\n"
+        f.write(lead + (d.model_dump_json(exclude_none=True) + "\n").encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
 

@@ -133,7 +133,7 @@ def _short(text: str, n: int) -> str:
 
 def show_item(console: Console, it: QueueItem, pos: int, total: int, full: bool = False) -> None:
     r = it.record
-    console.rule(f"[{pos}/{total}] {it.id} . {it.dimension} . score {it.score:.2f}")
+    console.rule(f"[{pos}/{total}] {it.id} . {it.dimension} . priority {it.score:.2f}")
     for rs in it.reasons:
         # a codebook note is printed in full below with the adjudication note
         n = 10**6 if full else (160 if rs.kind == "codebook_note" and it.adjudication_note else NOTE_CHARS)

@@ -14,13 +14,15 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from classify.core.gold import gold_from_records, load_gold
+from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import CORE_FIELDS, atomic_write_text, to_record, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
-from classify.review.decisions import write_decisions
+from classify.review.decisions import read_decisions, write_decisions
 from classify.review.proposals import Change, ProposalError, apply_changes
 from classify.review.schema import Decision as ReviewDecision
 from classify.review.schema import Proposal, Queue, QueueItem, QueueMeta, Reason, save_queue, validation_message
-from classify.workbench.project import ItemState, LabelError, Project, ProjectError, now
+from classify.workbench.items import ItemState
+from classify.workbench.project import LabelError, Project, ProjectError, now
 
 _PROPOSAL = TypeAdapter(Proposal)
 CODER_KEYS = "ab"  # the shipped gold names its two passes coder_a and coder_b
@@ -83,9 +85,7 @@ def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[
     for st in project.states():
         final = st.final(dims)
         if final is None:
-            missing = [c for c in st.assigned if c not in st.codes]
-            why = f"waiting for a code from {', '.join(missing)}" if missing else "disagreement not adjudicated"
-            open_items.setdefault(why, []).append(st.id)
+            open_items.setdefault(st.open_reason(dims), []).append(st.id)
             continue
         row = {k: st.record.get(k) for k in CORE_FIELDS}
         row.update(final)
@@ -99,21 +99,45 @@ def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[
     return rows, open_items, adjudicated
 
 
-def export(project: Project, out: str | Path) -> ExportResult:
+def check_out(project: Project, out: Path, force: bool = False) -> None:
+    """Refuse to write over the project itself, the files it was made from, or (without `force`)
+    anything that exists."""
+    meta = project.meta()
+    db = Project.path_of(project.folder)
+    mine = [db, *(db.with_name(db.name + sfx) for sfx in ("-wal", "-shm", "-journal"))]
+    try:
+        refuse_output_over_inputs(
+            out, [*mine, meta.get("input") or None, meta.get("taxonomy_path") or None], flag="--out", error=ProjectError
+        )
+    except ProjectError as e:
+        raise ProjectError(f"{e}; the project was made from it or lives in it") from None
+    if out.exists() and not force:
+        raise ProjectError(f"--out {out} exists; pass --force to replace it, or --out another file")
+
+
+def export(project: Project, out: str | Path, force: bool = False) -> ExportResult:
     """Write the settled items as gold (`.jsonl`, `.csv`, `.parquet` or a `.hf` dataset folder),
     validated against the project's codebook first; the adjudications as a review queue beside it."""
     out = Path(out)
+    check_out(project, out, force)
     rows, open_items, adjudicated = gold_rows(project)
     if not rows:
         waiting = "; ".join(f"{why}: {len(ids)}" for why, ids in open_items.items())
         raise ProjectError(f"nothing to export: no item is settled yet ({waiting})")
     # validated in memory the way `classify gold validate` will read the file
     gold_from_records([to_record(json.loads(json.dumps(r))) for r in rows], project.taxonomy, "<export>")
+    if adjudicated:
+        read_decisions(review_folder(out) / "decisions.jsonl")  # a broken file is refused before anything is written
     write_rows(out, rows)
     res = ExportResult(out, len(rows), len(adjudicated), open_items)
     if adjudicated:
         res.queue, res.n_decisions, res.n_proposals = _write_review(project, out, adjudicated)
     return res
+
+
+def review_folder(out: Path) -> Path:
+    """`<name>-review/` beside the gold file: the adjudications as a review queue and decisions."""
+    return out.with_name(out.name.split(".")[0] + "-review")
 
 
 def _taxonomy_file(project: Project, folder: Path) -> Path:
@@ -133,7 +157,7 @@ def _taxonomy_file(project: Project, folder: Path) -> Path:
 def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> tuple[Path, int, int]:
     """Queue + decisions for `classify review apply`: one `keep` per adjudicated (item, dimension),
     carrying the adjudicator, note and proposals."""
-    folder = out.with_name(out.name.split(".")[0] + "-review")
+    folder = review_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     tax_path = _taxonomy_file(project, folder)
     gold = load_gold(out, project.taxonomy)  # the file just written, as apply will read it
@@ -191,5 +215,16 @@ def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> 
     )
     queue_path = folder / "queue.json"
     save_queue(Queue(meta=meta, items=items), queue_path)
-    write_decisions(folder / "decisions.jsonl", decisions)
+    merge_decisions(folder / "decisions.jsonl", decisions, project.adjudication_keys())
     return queue_path, len(decisions), n_props
+
+
+def merge_decisions(path: Path, decisions: list[ReviewDecision], ours: set[tuple[str, str, str]]) -> None:
+    """Write the adjudications into the decisions file beside the queue, keeping every decision
+    already there that the workbench did not write (made in `classify review session`, a sheet or
+    the workbench's review task since the last export), after them so that they still count:
+    nothing decided is ever overwritten by a re-export. `ours`: (item, adjudicator, time) of every
+    adjudication the project holds."""
+    have, _ = read_decisions(path)
+    kept = [d for d in have if (d.id, d.reviewer, d.decided_at) not in ours]
+    write_decisions(path, decisions + kept)

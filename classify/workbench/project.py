@@ -17,7 +17,6 @@ import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,12 @@ from classify.core.errors import ClassifyError, UsageError
 from classify.core.records import CORE_FIELDS, Record, read_records
 from classify.core.storage import SQLiteStore
 from classify.core.taxonomy import Taxonomy, load_taxonomy, parse_taxonomy
+from classify.workbench.items import Adjudication, Code, ItemState
 
 DB_NAME = "workbench.sqlite"
 CODER_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
+MAX_NOTE = 5000  # characters: a note explains a code; it is stored with every code and read on every page
+MAX_PROPOSALS = 20
 
 MIGRATIONS = [
     """
@@ -74,63 +76,20 @@ class Forbidden(ProjectError):
     """An unknown coder, or a coder acting on an item that is not theirs."""
 
 
+def check_note(note: Any) -> str:
+    if not isinstance(note, str):
+        raise LabelError("note must be a string", {})
+    if len(note) > MAX_NOTE:
+        raise LabelError(f"a note is at most {MAX_NOTE} characters (this one has {len(note)})", {})
+    return note
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass
-class Code:
-    coder: str
-    labels: dict[str, str | None]
-    note: str
-    unsure: bool
-    at: str
-    seq: int = 0
-
-
-@dataclass
-class Decision:
-    labels: dict[str, str | None]
-    note: str
-    proposals: list[dict]
-    adjudicator: str
-    at: str
-    seq: int = 0
-
-
-@dataclass
-class ItemState:
-    """One item with everything recorded about it (latest code per coder, latest decision)."""
-
-    id: str
-    pos: int
-    record: dict
-    suggestion: dict | None
-    assigned: list[str]
-    codes: dict[str, Code] = field(default_factory=dict)
-    decision: Decision | None = None
-
-    def disagreeing(self, dims: Sequence[str]) -> list[str]:
-        """Dimensions on which the item's coders (all of them having coded) differ."""
-        if len(self.codes) < 2 or set(self.codes) != set(self.assigned):
-            return []
-        return [d for d in dims if len({c.labels.get(d) for c in self.codes.values()}) > 1]
-
-    def final(self, dims: Sequence[str]) -> dict[str, str | None] | None:
-        """The item's labels when settled: every assigned coder coded and either all agree or it
-        was adjudicated; None while open."""
-        if not self.assigned or set(self.codes) != set(self.assigned):
-            return None
-        if self.disagreeing(dims):
-            return dict(self.decision.labels) if self.decision else None
-        if self.decision:  # adjudicated although the codes agree now (a coder changed their code later)
-            return dict(self.decision.labels)
-        first = next(iter(self.codes.values()))
-        return {d: first.labels.get(d) for d in dims}
 
 
 def _assign(ids: Sequence[str], coders: Sequence[str], overlap: float, seed: int) -> dict[str, list[str]]:
@@ -197,7 +156,7 @@ class Project:
         self.taxonomy = parse_taxonomy(yaml.safe_load(meta["taxonomy_text"]), meta.get("taxonomy_path") or "<project>")
         self.dims = self.taxonomy.dimension_ids
         self.show_suggestions = meta.get("show_suggestions") == "1"
-        self.version = 0  # bumped on every write: caches of derived figures key on it
+        self.version = 0  # bumped on every write through this object
 
     # ------------------------------------------------------------------ opening
 
@@ -291,6 +250,13 @@ class Project:
             yield self.db
         self.version += 1
 
+    def state_key(self) -> tuple[int, int]:
+        """Changes whenever the database does, through this process or any other (SQLite's
+        data_version counts other connections' commits, `version` this one's): caches of derived
+        figures key on it, so two servers on one project agree."""
+        with self._lock:
+            return self.version, int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
     def meta(self) -> dict[str, str]:
         with self._lock:
             return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
@@ -368,9 +334,9 @@ class Project:
             for i, pos, rec, sug in items
         }
         for seq, i, coder, labels, note, unsure, at in codes:
-            out[i].codes[coder] = Code(coder, json.loads(labels), note, bool(unsure), at, seq)
+            out[i].add(Code(coder, json.loads(labels), note, bool(unsure), at, seq))
         for seq, i, labels, note, props, who, at in decisions:
-            out[i].decision = Decision(json.loads(labels), note, json.loads(props), who, at, seq)
+            out[i].decision = Adjudication(json.loads(labels), note, json.loads(props), who, at, seq)
         return list(out.values())
 
     def state(self, item_id: str) -> ItemState:
@@ -431,14 +397,14 @@ class Project:
         return {d: labels[d] for d in self.dims}
 
     def add_code(self, item_id: str, coder: str, labels: Any, note: Any = "", unsure: Any = False) -> Code:
-        """Record a coder's code (a new row: an earlier code stays in the history)."""
+        """Record a coder's code (a new row: an earlier code stays in the history, and the first one
+        stays the coder's independent code: classify.workbench.items)."""
         coder = self.require_coder(coder)
         st = self.state(item_id)  # NotFound first: an unknown item is a 404 whatever else is wrong
         if coder not in st.assigned:
             raise Forbidden(f"item {item_id!r} is not assigned to coder {coder!r} (assigned: {', '.join(st.assigned)})")
         clean = self.check_labels(labels)
-        if not isinstance(note, str):
-            raise LabelError("note must be a string", {})
+        note = check_note(note)
         if not isinstance(unsure, bool):
             raise LabelError("unsure must be true or false", {})
         at = now()
@@ -453,17 +419,29 @@ class Project:
         """Blindness: a coder sees others' codes of an item only once they coded it themselves."""
         return viewer not in st.assigned or viewer in st.codes
 
-    def decide(self, item_id: str, adjudicator: str, labels: Any, note: Any = "", proposals: Any = None) -> Decision:
-        """Settle an item: the final labels with a note and optional codebook proposals."""
+    def decide(
+        self, item_id: str, adjudicator: str, labels: Any, note: Any = "", proposals: Any = None
+    ) -> Adjudication:
+        """Settle an item: the final labels with a note and optional codebook proposals. Only an item
+        every assigned coder coded, and with something to settle (the first codes differ, a coder
+        changed their code, or marked it unsure), can be adjudicated."""
         from classify.workbench.adjudicate import check_proposals
 
         adjudicator = self.require_coder(adjudicator)
         st = self.state(item_id)
         if not self.can_see_codes(st, adjudicator):
             raise Forbidden(f"{adjudicator} has not coded {item_id} yet: code it before adjudicating it")
+        if not st.complete:
+            missing = [c for c in st.assigned if c not in st.codes]
+            raise Forbidden(f"{item_id} is not coded by {', '.join(missing)} yet: nothing to adjudicate")
+        if not st.reasons(self.dims):
+            raise Forbidden(f"{item_id}: its coders agree, kept their first codes and were sure: nothing to adjudicate")
         clean = self.check_labels(labels)
-        if not isinstance(note, str) or not note.strip():
+        note = check_note(note)
+        if not note.strip():
             raise LabelError("an adjudication needs a note saying why", {})
+        if isinstance(proposals, list) and len(proposals) > MAX_PROPOSALS:
+            raise LabelError(f"at most {MAX_PROPOSALS} proposals per decision, not {len(proposals)}", {})
         props = check_proposals(proposals or [], self.taxonomy)
         at = now()
         with self._write() as db:
@@ -471,7 +449,12 @@ class Project:
                 "INSERT INTO decisions (item_id, labels, note, proposals, adjudicator, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (item_id, json.dumps(clean), note.strip(), json.dumps(props), adjudicator, at),
             )
-        return Decision(clean, note.strip(), props, adjudicator, at, int(cur.lastrowid or 0))
+        return Adjudication(clean, note.strip(), props, adjudicator, at, int(cur.lastrowid or 0))
+
+    def adjudication_keys(self) -> set[tuple[str, str, str]]:
+        """(item, adjudicator, time) of every decision ever made (an export recognises its own)."""
+        with self._lock:
+            return {(i, a, t) for i, a, t in self.db.execute("SELECT item_id, adjudicator, created_at FROM decisions")}
 
     def log_review(self, item_id: str, dimension: str, decision: dict, reviewer: str) -> None:
         with self._write() as db:

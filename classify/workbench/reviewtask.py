@@ -10,7 +10,7 @@ from pathlib import Path
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 from classify.review.decisions import append_decision, check_decisions, effective, now, read_decisions
 from classify.review.schema import ACTIONS, Decision, Queue, QueueItem, load_queue
-from classify.workbench.project import NotFound, Project, ProjectError
+from classify.workbench.project import NotFound, Project, ProjectError, check_note
 
 
 class ReviewTask:
@@ -58,7 +58,7 @@ class ReviewTask:
             label=label,
             gold=it.gold,
             source=source,
-            note=note.strip(),
+            note=check_note(note).strip(),
             reviewer=reviewer,
             decided_at=now(),
         )

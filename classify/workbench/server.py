@@ -3,6 +3,8 @@ is created or bound."""
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +69,24 @@ def served_url(host: str, port: int) -> str:
     return f"http://{h}:{port}/"
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything says the workbench is on; a clear error if not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise ProjectError(
+            f"cannot serve on {served_url(host, port)}: {e.strerror or e}"
+            + (" (another server uses the port: pick another with --port)" if e.errno == errno.EADDRINUSE else "")
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(o: ServeOptions, say: Callable[[str], None] = print) -> None:
     import uvicorn
 
@@ -77,12 +97,17 @@ def serve(o: ServeOptions, say: Callable[[str], None] = print) -> None:
     project, created = open_project(o)
     review = ReviewTask(project, o.queue) if o.queue else None
     app = make_app(project, host=o.host, review=review)  # refuses a non-loopback host without tokens
+    sock = bind(o.host, o.port)
     n = len(project.item_ids())
     say(f"{'created' if created else 'opened'} {project.folder}: {n} items, coders {', '.join(project.coders())}")
     if review:
         say(f"review task: {len(review.queue.items)} items from {review.queue_path}")
     say(f"workbench on {served_url(o.host, o.port)}  (Ctrl-C to stop)")
-    uvicorn.run(app, host=o.host, port=o.port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def make_tokens(folder: Path) -> dict[str, str]:
@@ -93,9 +118,9 @@ def make_tokens(folder: Path) -> dict[str, str]:
         p.close()
 
 
-def export_project(folder: Path, out: Path) -> ExportResult:
+def export_project(folder: Path, out: Path, force: bool = False) -> ExportResult:
     p = Project.open(folder)
     try:
-        return export(p, out)
+        return export(p, out, force)
     finally:
         p.close()

@@ -76,3 +76,29 @@ def tree_state(*roots: Path) -> dict[str, str]:
 
 def read_jsonl(p: Path) -> list[dict]:
     return [json.loads(x) for x in Path(p).read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def built_queue(tmp: Path) -> dict:
+    """A gold subset, a fake eval run that confidently disputes one api_misuse root cause, and the
+    queue `classify review build` makes of them (tmp/review/queue.json)."""
+    from typer.testing import CliRunner
+
+    from classify.cli.main import app
+
+    gp, tp = gold_subset(tmp)
+    g = load_gold(gp, load_taxonomy(tp))
+    rid = next(r.id for r, y in zip(g.records, g.labels["root_cause"]) if y == "api_misuse")
+    run = fake_eval_run(tmp, gp, tp, {(rid, "root_cause"): ("algorithm_logic", 0.9)})
+    qp = tmp / "review" / "queue.json"
+    args = ["review", "build", "-e", run, "-g", gp, "-t", tp, "--no-cleanlab", "-o", qp]
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    return {
+        "tmp": tmp,
+        "gold": gp,
+        "tax": tp,
+        "queue": qp,
+        "dec": qp.parent / "decisions.jsonl",
+        "id": rid,
+        "output": res.output,
+    }

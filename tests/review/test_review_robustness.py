@@ -7,12 +7,10 @@ import csv
 import io
 
 import pytest
-from review_helpers import fake_eval_run, gold_subset, read_jsonl, tree_state
+from review_helpers import built_queue, read_jsonl, tree_state
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.core.gold import load_gold
-from classify.core.taxonomy import load_taxonomy
 
 runner = CliRunner()
 
@@ -25,14 +23,7 @@ def _cli(*args):
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    gp, tp = gold_subset(tmp_path)
-    g = load_gold(gp, load_taxonomy(tp))
-    rid = next(r.id for r, y in zip(g.records, g.labels["root_cause"]) if y == "api_misuse")
-    run = fake_eval_run(tmp_path, gp, tp, {(rid, "root_cause"): ("algorithm_logic", 0.9)})
-    qp = tmp_path / "review" / "queue.json"
-    res, out = _cli("review", "build", "-e", run, "-g", gp, "-t", tp, "--no-cleanlab", "-o", qp)
-    assert res.exit_code == 0, out
-    return {"tmp": tmp_path, "gold": gp, "tax": tp, "queue": qp, "dec": qp.parent / "decisions.jsonl", "id": rid}
+    return built_queue(tmp_path)
 
 
 def _sheet_rows(path):

@@ -1,6 +1,7 @@
-"""The workbench's JSON API and library against a real server: every refusal, blindness, history,
-agreement figures, export as gold that `classify gold validate` accepts, and the adjudications
-flowing into `classify review apply`."""
+"""The workbench's JSON API and library (Starlette's TestClient): every refusal, blindness,
+history, agreement figures, export as gold that `classify gold validate` accepts, and the
+adjudications flowing into `classify review apply`. The rules of issue 20 (first codes count,
+identity from the session, ...) are in test_wb_rules.py."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
-from wb_helpers import EVIL_TITLE, call, serving, write_input
+from wb_helpers import EVIL_TITLE, ask, client, write_input
 
 from classify.cli.main import app as cli
 from classify.core.gold import load_gold
 from classify.core.taxonomy import load_taxonomy
 from classify.evaluation.metrics import kappa_ci
 from classify.workbench.adjudicate import export
-from classify.workbench.agreement import pair_agreement
+from classify.workbench.figures import pair_agreement
 from classify.workbench.project import Project
 
 runner = CliRunner()
@@ -38,38 +39,29 @@ CODE = {"symptom": "crash", "root_cause": None}
 
 def test_refusals_store_nothing(project):
     i = _ids(project)[0]
-    with serving(project) as url:
-        st, got = call(
-            "POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "explosion", "root_cause": None}}
-        )
-        assert st == 422 and "explosion" in got["error"] and "crash" in got["allowed"]["symptom"]
-        assert "software_incompatibility" in got["allowed"]["root_cause"]
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "crash"}})
-        assert st == 422 and "missing label for root_cause" in got["error"]
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {**CODE, "mood": "x"}})
-        assert st == 422 and "mood" in got["error"]
-        st, got = call("POST", f"{url}/api/items/nope-1/codes", {"coder": "a", "labels": CODE})
-        assert st == 404 and "nope-1" in got["error"]
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "mallory", "labels": CODE})
-        assert st == 403 and "mallory" in got["error"] and "a, b" in got["error"]
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"labels": CODE})
-        assert st == 403
-        # not JSON: a cross-site form could send this without a preflight
-        st, got = call("POST", f"{url}/api/items/{i}/codes", raw=b"coder=a", headers={"Content-Type": "text/plain"})
-        assert st == 415
-        st, got = call(
-            "POST", f"{url}/api/items/{i}/codes", raw=b"{not json", headers={"Content-Type": "application/json"}
-        )
-        assert st == 400
-        st, got = call(
-            "POST",
-            f"{url}/api/items/{i}/codes",
-            {"coder": "a", "labels": CODE},
-            headers={"Origin": "http://evil.example"},
-        )
-        assert st == 403 and "cross-origin" in got["error"]
-        st, got = call("GET", f"{url}/api/items", headers={"Host": "attacker.example"})
-        assert st == 400  # DNS rebinding: a foreign Host name is refused
+    a = client(project, "a")
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", {"labels": {"symptom": "explosion", "root_cause": None}})
+    assert st == 422 and "explosion" in got["error"] and "crash" in got["allowed"]["symptom"]
+    assert "software_incompatibility" in got["allowed"]["root_cause"]
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": "crash"}})
+    assert st == 422 and "missing label for root_cause" in got["error"]
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", {"coder": "a", "labels": {**CODE, "mood": "x"}})
+    assert st == 422 and "mood" in got["error"]
+    st, got = ask(a, "POST", "/api/items/nope-1/codes", {"coder": "a", "labels": CODE})
+    assert st == 404 and "nope-1" in got["error"]
+    st, got = ask(client(project, "mallory"), "POST", f"/api/items/{i}/codes", {"labels": CODE})
+    assert st == 403 and "log in first" in got["error"]  # an unknown name in the cookie is no session
+    st, got = ask(client(project), "POST", f"/api/items/{i}/codes", {"coder": "a", "labels": CODE})
+    assert st == 403  # no session: a claimed coder is not an identity
+    # not JSON: a cross-site form could send this without a preflight
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", raw=b"coder=a", headers={"Content-Type": "text/plain"})
+    assert st == 415
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", raw=b"{not json", headers={"Content-Type": "application/json"})
+    assert st == 400
+    st, got = ask(a, "POST", f"/api/items/{i}/codes", {"labels": CODE}, headers={"Origin": "http://evil.example"})
+    assert st == 403 and "cross-origin" in got["error"]
+    st, got = ask(a, "GET", "/api/items", headers={"Host": "attacker.example"})
+    assert st == 400  # DNS rebinding: a foreign Host name is refused
     assert all(not s.codes for s in project.states())
     with project._lock:
         assert project.db.execute("SELECT COUNT(*) FROM codes").fetchone()[0] == 0
@@ -79,8 +71,7 @@ def test_coder_not_assigned_is_refused(tmp_path):
     p = Project.create(tmp_path / "p", write_input(tmp_path / "in.jsonl"), ["a", "b", "c"], overlap=0.0)
     st = p.states()[0]
     other = next(c for c in p.coders() if c not in st.assigned)
-    with serving(p) as url:
-        code, got = call("POST", f"{url}/api/items/{st.id}/codes", {"coder": other, "labels": CODE})
+    code, got = ask(client(p, other), "POST", f"/api/items/{st.id}/codes", {"labels": CODE})
     assert code == 403 and "not assigned" in got["error"]
     p.close()
 
@@ -92,22 +83,24 @@ def test_blind_until_coded_and_history_kept(tmp_path):
     inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     p = Project.create(tmp_path / "p", inp, ["a", "b"])
     i = rows[1]["id"]
-    with serving(p) as url:
-        assert call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": CODE, "note": "first"})[0] == 201
-        st, got = call("GET", f"{url}/api/items/{i}?coder=b")
-        assert st == 200 and "codes" not in got and "suggestion" not in got  # b has not coded: blind
-        st, got = call("GET", f"{url}/api/items?coder=b")
-        assert all("codes" not in it and "suggestion" not in it for it in got["items"])
-        assert call("GET", f"{url}/api/items/{i}/history?coder=b")[0] == 403
-        st, got = call("GET", f"{url}/api/items/{i}?coder=a")
-        assert got["suggestion"]["symptom"]["label"] == "hang" and got["codes"] == {"a": CODE}
-        # a changes their mind: a new row, the old one stays in the history
-        assert (
-            call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {**CODE, "symptom": "hang"}})[0] == 201
-        )
-        st, got = call("GET", f"{url}/api/items/{i}/history?coder=a")
-        assert [h["labels"]["symptom"] for h in got["history"]] == ["crash", "hang"]
-        assert all(h["by"] == "a" and h["at"] for h in got["history"])
+    a, b = client(p, "a"), client(p, "b")
+    assert ask(a, "POST", f"/api/items/{i}/codes", {"labels": CODE, "note": "first"})[0] == 201
+    st, got = ask(b, "GET", f"/api/items/{i}")
+    assert st == 200 and "codes" not in got and "suggestion" not in got  # b has not coded: blind
+    st, got = ask(b, "GET", "/api/items")
+    assert all("codes" not in it and "suggestion" not in it for it in got["items"])
+    assert ask(b, "GET", f"/api/items/{i}/history")[0] == 403
+    assert ask(b, "GET", "/api/agreement/details")[1]["disagreements"] == []
+    st, got = ask(a, "GET", f"/api/items/{i}")
+    assert got["suggestion"]["symptom"]["label"] == "hang" and got["codes"] == {"a": CODE}
+    # a changes their mind: a new row, the old one stays in the history (and stays a's first code)
+    assert ask(a, "POST", f"/api/items/{i}/codes", {"labels": {**CODE, "symptom": "hang"}})[0] == 201
+    st, got = ask(a, "GET", f"/api/items/{i}/history")
+    assert [h["labels"]["symptom"] for h in got["history"]] == ["crash", "hang"]
+    assert all(h["by"] == "a" and h["at"] for h in got["history"])
+    st, got = ask(a, "GET", f"/api/items/{i}")
+    assert got["code"]["labels"]["symptom"] == "hang" and got["first_code"]["labels"]["symptom"] == "crash"
+    assert got["codes"] == {"a": CODE} and got["changed"] == {"a": {**CODE, "symptom": "hang"}}
     p.close()
 
 
@@ -115,17 +108,13 @@ def test_agreement_matches_an_independent_kappa_and_is_null_when_undefined(proje
     ids = _ids(project)
     a = ["crash", "crash", "hang", "build_failure", "crash"]
     b = ["crash", "hang", "hang", "build_failure", "crash"]
-    with serving(project) as url:
-        st, got = call("GET", f"{url}/api/agreement")
-        assert st == 200 and got["symptom"] == {"kappa": None, "lo": None, "hi": None, "n": 0}
-        for i, x, y in zip(ids, a, b):
-            call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": {"symptom": x, "root_cause": None}})
-            call(
-                "POST",
-                f"{url}/api/items/{i}/codes",
-                {"coder": "b", "labels": {"symptom": y, "root_cause": "software_incompatibility"}},
-            )
-        st, got = call("GET", f"{url}/api/agreement")
+    ca, cb = client(project, "a"), client(project, "b")
+    st, got = ask(ca, "GET", "/api/agreement")
+    assert st == 200 and got["symptom"] == {"kappa": None, "lo": None, "hi": None, "n": 0, "small": False}
+    for i, x, y in zip(ids, a, b):
+        ask(ca, "POST", f"/api/items/{i}/codes", {"labels": {"symptom": x, "root_cause": None}})
+        ask(cb, "POST", f"/api/items/{i}/codes", {"labels": {"symptom": y, "root_cause": "software_incompatibility"}})
+    st, got = ask(ca, "GET", "/api/agreement")
     # by hand: po = 4/5; pe = sum over labels of p_a * p_b
     pa = {"crash": 3 / 5, "hang": 1 / 5, "build_failure": 1 / 5}
     pb = {"crash": 2 / 5, "hang": 2 / 5, "build_failure": 1 / 5}
@@ -133,7 +122,11 @@ def test_agreement_matches_an_independent_kappa_and_is_null_when_undefined(proje
     expected = (4 / 5 - pe) / (1 - pe)
     assert got["symptom"]["kappa"] == pytest.approx(expected) and got["symptom"]["n"] == 5
     assert got["symptom"]["lo"] <= expected <= got["symptom"]["hi"]
-    assert got["root_cause"] == {"kappa": None, "lo": None, "hi": None, "n": 0}  # a said "not shown" throughout
+    assert got["symptom"]["small"] is True  # 5 items: under 30
+    # a said "not shown" throughout: no item for the cause's own kappa; the cause-shown row has them all
+    assert got["root_cause"] == {"kappa": None, "lo": None, "hi": None, "n": 0, "small": False}
+    shown = got["root_cause_shown"]
+    assert shown["n"] == 5 and shown["kappa"] == pytest.approx(0.0) and shown["single_category"] == ["a", "b"]
     # the same figure gold stats computes (kappa_ci is what coder_agreement calls)
     assert kappa_ci(a, b, n_boot=10)["kappa"] == pytest.approx(expected)
 
@@ -157,19 +150,19 @@ def test_adjudication_export_validate_and_review_apply(project, tmp_path, monkey
     out = tmp_path / "gold.jsonl"
     early = export(project, tmp_path / "early.jsonl")  # the open disagreement is left out, and named
     assert early.n == 4 and early.open_items == {"disagreement not adjudicated": [ids[0]]} and early.queue is None
-    with serving(project) as url:
-        bad = {"adjudicator": "a", "labels": {"symptom": "hang", "root_cause": None}, "note": ""}
-        st, got = call("POST", f"{url}/api/items/{ids[0]}/decision", bad)
-        assert st == 422 and "note" in got["error"]
-        prop = {"kind": "add_cue", "dimension": "symptom", "category": "nonexistent", "cue": "include", "text": "x"}
-        st, got = call("POST", f"{url}/api/items/{ids[0]}/decision", {**bad, "note": "why", "proposals": [prop]})
-        assert st == 422 and "nonexistent" in got["error"]
-        prop["category"] = "hang"
-        prop["text"] = "a kernel that never returns"
-        st, got = call(
-            "POST", f"{url}/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]}
-        )
-        assert st == 201, got
+    ca = client(project, "a")
+    bad = {"adjudicator": "a", "labels": {"symptom": "hang", "root_cause": None}, "note": ""}
+    st, got = ask(ca, "POST", f"/api/items/{ids[0]}/decision", bad)
+    assert st == 422 and "note" in got["error"]
+    prop = {"kind": "add_cue", "dimension": "symptom", "category": "nonexistent", "cue": "include", "text": "x"}
+    st, got = ask(ca, "POST", f"/api/items/{ids[0]}/decision", {**bad, "note": "why", "proposals": [prop]})
+    assert st == 422 and "nonexistent" in got["error"]
+    prop["category"] = "hang"
+    prop["text"] = "a kernel that never returns"
+    st, got = ask(
+        ca, "POST", f"/api/items/{ids[0]}/decision", {**bad, "note": "it hangs, no crash", "proposals": [prop]}
+    )
+    assert st == 201, got
     r = runner.invoke(cli, ["workbench", "export", "--project", str(project.folder), "--out", str(out)])
     assert r.exit_code == 0, r.output
     rows = [json.loads(x) for x in out.read_text().splitlines()]
@@ -197,19 +190,14 @@ def test_adjudication_export_validate_and_review_apply(project, tmp_path, monkey
     assert "a kernel that never returns" in tax2.dimensions["symptom"].category("hang").include
     # csv and a dataset folder too
     for name in ("gold.csv", "gold.hf"):
-        r = runner.invoke(cli, ["workbench", "export", "--project", str(project.folder), "--out", str(tmp_path / name)])
+        r = runner.invoke(cli, ["workbench", "export", "-p", str(project.folder), "--out", str(tmp_path / name)])
         assert r.exit_code == 0, r.output
         assert runner.invoke(cli, ["gold", "validate", "--gold", str(tmp_path / name)]).exit_code == 0
 
 
 def test_escaping_of_issue_text(project):
     i = _ids(project)[0]
-    with serving(project) as url:
-        import urllib.request
-
-        opener = urllib.request.build_opener()
-        opener.addheaders = [("Cookie", "wb_coder=a")]
-        html = opener.open(f"{url}/code/{i}").read().decode()
+    html = client(project, "a").get(f"/code/{i}").text
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
     assert 'onerror="window' not in html
     assert 'href="javascript' not in html
@@ -258,33 +246,23 @@ def test_tokens_required_beyond_loopback(tmp_path):
         stored = [h for (h,) in p.db.execute("SELECT token_hash FROM coders")]
     assert tokens["a"] not in stored and all(len(h) == 64 for h in stored)  # hashed, not the token
     i = p.item_ids()[0]
-    with serving(p, require_tokens=True) as url:
-        assert call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": CODE})[0] == 403
-        auth = {"Authorization": f"Bearer {tokens['b']}"}
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "a", "labels": CODE}, headers=auth)
-        assert st == 403 and "belongs to 'b'" in got["error"]
-        st, got = call("POST", f"{url}/api/items/{i}/codes", {"coder": "b", "labels": CODE}, headers=auth)
-        assert st == 201
-        assert call("GET", f"{url}/api/agreement")[0] == 403
+    c = client(p, "a", require_tokens=True)  # the picker's cookie counts for nothing in token mode
+    assert ask(c, "POST", f"/api/items/{i}/codes", {"coder": "a", "labels": CODE})[0] == 403
+    auth = {"Authorization": f"Bearer {tokens['b']}"}
+    st, got = ask(c, "POST", f"/api/items/{i}/codes", {"coder": "a", "labels": CODE}, headers=auth)
+    assert st == 403 and "belongs to 'b'" in got["error"]
+    st, got = ask(c, "POST", f"/api/items/{i}/codes", {"coder": "b", "labels": CODE}, headers=auth)
+    assert st == 201
+    assert ask(c, "GET", "/api/agreement")[0] == 403
     p.close()
 
 
 def test_form_posts_need_the_csrf_token(project):
-    with serving(project) as url:
-        st, _ = call(
-            "POST",
-            f"{url}/login",
-            raw=b"coder=a&csrf=guess",
-            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"},
-        )
-        assert st == 403
-        st, _ = call(
-            "POST",
-            f"{url}/login",
-            raw=b"coder=a&csrf=real",
-            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "wb_csrf=real"},
-        )
-        assert st in (200, 303)
+    c = client(project)
+    c.cookies.set("wb_csrf", "real")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert ask(c, "POST", "/login", raw=b"coder=a&csrf=guess", headers=form)[0] == 403
+    assert ask(c, "POST", "/login", raw=b"coder=a&csrf=real", headers=form)[0] == 303
 
 
 def test_wal_and_version(project):
@@ -308,7 +286,6 @@ def test_kappa_zero_when_one_coder_used_one_category_is_explained(project):
         project.add_code(i, "b", {"symptom": y, "root_cause": None})
     got = pair_agreement(project, "a", "b", n_boot=50)
     assert got["symptom"]["kappa"] == pytest.approx(0.0) and got["symptom"]["single_category"] == ["a"]
-    with serving(project) as url:
-        st, page = call("GET", f"{url}/agreement", headers={"Cookie": "wb_coder=a"})
+    st, page = ask(client(project, "a"), "GET", "/agreement")
     assert st == 200
     assert "no better than chance" in page and "used a single category" in page

@@ -1,6 +1,7 @@
 """End to end in a real browser (Debian's headless Chromium through Selenium): two coders code
-five items with the keyboard, the agreement page shows the kappa computed here by hand, one
-disagreement is adjudicated, a review queue item is decided, and the export validates as gold.
+five items with the keyboard, the agreement page shows the kappa computed here by hand (with the
+cause-shown row and the small-sample warning), one disagreement (on an item whose id needs
+escaping in a URL) is adjudicated, a review queue item is decided, and the export validates as gold.
 A screenshot of each view goes to $CLASSIFY_SCREENSHOT_DIR (default: <tmp>/classify-workbench-screens).
 
 Runs wherever Chromium is installed (`.ci/run` installs it); set CLASSIFY_SKIP_BROWSER=1 to skip.
@@ -98,6 +99,9 @@ def _code(driver, url, digits_per_item, shots=False):
             _keys(driver, "!")
             _shot(driver, "coding")
             _keys(driver, "?")
+            # the key column of the help holds "1…9" on one line
+            first, last = driver.find_element(By.CSS_SELECTOR, "#help td").find_elements(By.TAG_NAME, "kbd")
+            assert first.location["y"] == last.location["y"], (first.location, last.location)
             _shot(driver, "help")
             _keys(driver, Keys.ESCAPE, "!")
         _keys(driver, Keys.ENTER)
@@ -115,7 +119,12 @@ def test_two_coders_agreement_adjudication_review_export(browser, tmp_path):
     from selenium.webdriver.support.ui import Select
 
     driver = browser
-    project = Project.create(tmp_path / "proj", write_input(tmp_path / "in.jsonl"), ["a", "b"])
+    inp = write_input(tmp_path / "in.jsonl")
+    rows = [json.loads(x) for x in inp.read_text().splitlines()]
+    odd_id = "org/repo#7?q=1/../x"  # ?, # and /.. : one path segment in every link and form action
+    rows[1]["id"] = odd_id
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    project = Project.create(tmp_path / "proj", inp, ["a", "b"])
     sym = project.taxonomy.dimensions["symptom"].ids
     rc = project.taxonomy.dimensions["root_cause"].ids
     key = {c: str(i + 1) for i, c in enumerate(sym)}
@@ -157,12 +166,16 @@ def test_two_coders_agreement_adjudication_review_export(browser, tmp_path):
         assert cell.text == f"{kappa(a_sym, b_sym):.3f}"
         cell = driver.find_element(By.CSS_SELECTOR, 'tr[data-pair="a|b"][data-dim="root_cause"] td.kappa')
         assert cell.text == f"{kappa(a_rc[:2], b_rc[:2]):.3f}"  # null ("not shown") is no category
+        shown = driver.find_element(By.CSS_SELECTOR, 'tr[data-pair="a|b"][data-dim="root_cause_shown"] td.kappa')
+        assert shown.text == "1.000"  # both said "not shown" on the same three items
+        assert "Small sample" in driver.find_element(By.ID, "small-warning").text
         _shot(driver, "agreement")
 
         # adjudicate the one disagreement (item 2: crash vs hang, and its root cause)
         driver.get(url + "/adjudicate")
         links = driver.find_elements(By.CSS_SELECTOR, "#disagreements a.button")
         assert len(links) == 1
+        _shot(driver, "adjudicate-list")
         links[0].click()
         Select(_wait(lambda: driver.find_element(By.ID, "label_symptom"))).select_by_value("hang")
         Select(driver.find_element(By.ID, "label_root_cause")).select_by_value(rc[1])
@@ -173,7 +186,9 @@ def test_two_coders_agreement_adjudication_review_export(browser, tmp_path):
         _shot(driver, "adjudication")
         driver.find_element(By.ID, "decide").click()
         _wait(lambda: driver.find_element(By.ID, "decided"))
+        assert driver.find_element(By.ID, "issue-title").text == rows[1]["title"]
         _shot(driver, "adjudicated")
+        assert project.state(odd_id).decision is not None
 
     out = tmp_path / "gold.jsonl"
     res = export(project, out)

@@ -1,6 +1,6 @@
-"""Helpers for the workbench tests: a small project from real issue texts, and the app served by
-a real uvicorn server on a free port in a thread (imported, not a conftest: a conftest.py here
-would shadow tests/conftest.py)."""
+"""Helpers for the workbench tests: a small project from real issue texts; the app in Starlette's
+TestClient for the API tests, or served by a real uvicorn server on a free port in a thread for the
+browser tests (imported, not a conftest: a conftest.py here would shadow tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,34 @@ def serving(project: Project, n_boot: int = 200, **kw) -> Iterator[str]:
         t.join(10)
 
 
+BASE = "http://127.0.0.1:8765"  # a Host the app serves (TrustedHostMiddleware refuses "testserver")
+
+
+def client(project: Project, coder: str | None = None, n_boot: int = 200, app=None, **kw):
+    """A TestClient of the app, logged in as `coder` (the picker's cookie) when given; a server
+    error raises in the test instead of becoming a 500."""
+    from starlette.testclient import TestClient
+
+    c = TestClient(app or make_app(project, n_boot=n_boot, **kw), base_url=BASE, follow_redirects=False)
+    if coder:
+        c.cookies.set("wb_coder", coder)
+    return c
+
+
+def ask(c, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None):
+    """(status, parsed JSON or text) of one TestClient request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    h = {"Content-Type": "application/json"} if body is not None else {}
+    h.update(headers or {})
+    r = c.request(method, path, content=data, headers=h)
+    try:
+        return r.status_code, r.json()
+    except ValueError:
+        return r.status_code, r.text
+
+
 def call(method: str, url: str, body=None, headers: dict | None = None, raw: bytes | None = None):
-    """(status, parsed JSON or text) of one request; errors are answers, not exceptions."""
+    """(status, parsed JSON or text) of one request to a real server; errors are answers, not exceptions."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     h = {"Content-Type": "application/json"} if body is not None else {}
     h.update(headers or {})

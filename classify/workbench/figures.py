@@ -1,4 +1,5 @@
-"""Live agreement of a project's coders: the figures `classify gold stats` prints (Cohen's kappa
+"""Live agreement of a project's coders, over each coder's first code (the blind-coding rule,
+classify.workbench.items): the figures `classify gold stats` prints (Cohen's kappa
 with a bootstrap interval per coder pair and dimension, through the same function), Krippendorff's
 alpha over all coders, confusion matrices and the list of disagreements.
 
@@ -14,12 +15,10 @@ import itertools
 import math
 from typing import Any
 
-from classify.core.gold import GoldSet
-from classify.core.records import Record
-from classify.evaluation.agreement import coder_agreement
-from classify.workbench.project import ItemState, Project
-
-NA: dict[str, Any] = {"kappa": None, "lo": None, "hi": None}
+from classify.evaluation.agreement import label_agreement
+from classify.evaluation.metrics import SMALL_N
+from classify.workbench.items import ItemState
+from classify.workbench.project import Project
 
 
 def _finite(x: Any) -> float | None:
@@ -29,44 +28,21 @@ def _finite(x: Any) -> float | None:
 def pair_agreement(
     project: Project, a: str, b: str, states: list[ItemState] | None = None, n_boot: int = 1000
 ) -> dict[str, dict[str, Any]]:
-    """Per dimension (and root-cause group): kappa, lo, hi, n over the items both coders coded
-    with a label (null, "not shown", is no category, as in `gold stats`)."""
+    """Per dimension, root-cause group and cause-shown decision: kappa, lo, hi, n, small over the
+    first codes of the items both coders coded (label_agreement, the function `gold stats` and eval
+    use: null is no category in a dimension's row; the `<dim>_shown` row counts "not shown"
+    against a named label as a disagreement)."""
     states = states if states is not None else project.states()
     both = [s for s in states if a in s.codes and b in s.codes]
-    tax = project.taxonomy
-    # a gold set of the two passes, so that the figures come from the very function gold stats uses
-    gold = GoldSet(
-        records=[Record(id=s.id) for s in both],
-        taxonomy=tax,
-        labels={d: [None] * len(both) for d in tax.dimension_ids},
-        coders={
-            "1": {d: [s.codes[a].labels.get(d) for s in both] for d in tax.dimension_ids},
-            "2": {d: [s.codes[b].labels.get(d) for s in both] for d in tax.dimension_ids},
-        },
-    )
-    got = coder_agreement(gold, n_boot=n_boot) if both else {}
     out: dict[str, dict[str, Any]] = {}
-    names = [d for d in tax.dimension_ids] + [f"{d}_group" for d, dim in tax.dimensions.items() if dim.groups]
-    for name in names:
-        d = name[: -len("_group")] if name.endswith("_group") and name not in tax.dimensions else name
-        pairs = [
-            (s.codes[a].labels.get(d), s.codes[b].labels.get(d))
-            for s in both
-            if s.codes[a].labels.get(d) is not None and s.codes[b].labels.get(d) is not None
-        ]
-        if name != d:
-            dim = tax.dimensions[d]
-            pairs = [(dim.group_of(str(x)), dim.group_of(str(y))) for x, y in pairs]
-        r = got.get(name)
-        if not r or len({v for p in pairs for v in p}) < 2:
-            out[name] = {**NA, "n": len(pairs)}
-        else:
-            out[name] = {"kappa": _finite(r["kappa"]), "lo": _finite(r["lo"]), "hi": _finite(r["hi"]), "n": r["n"]}
-            # One coder kept to one category: kappa is defined but exactly 0 (observed agreement equals
-            # chance agreement), in every bootstrap resample too; the page explains it.
-            single = [c for c, j in ((a, 0), (b, 1)) if len({p[j] for p in pairs}) == 1]
-            if single:
-                out[name]["single_category"] = single
+    for d, dim in project.taxonomy.dimensions.items():
+        xs = [s.codes[a].labels.get(d) for s in both]
+        ys = [s.codes[b].labels.get(d) for s in both]
+        for name, r in label_agreement(xs, ys, dim, n_boot=n_boot).items():
+            row = {k: r[k] for k in ("kappa", "lo", "hi", "n", "small")}
+            if r.get("single_category"):
+                row["single_category"] = [(a, b)[j] for j in r["single_category"]]
+            out[name] = row
     return out
 
 
@@ -113,7 +89,8 @@ def confusion(project: Project, a: str, b: str, states: list[ItemState], d: str)
 
 
 def summary(project: Project, viewer: str | None = None, n_boot: int = 1000) -> dict[str, Any]:
-    """Everything the agreement page shows. Disagreements list only items the viewer may see
+    """Everything the agreement page shows. `disagreements` lists the items to adjudicate (first
+    codes differ, a code changed later, or marked unsure), only those the viewer may see
     (blindness: none they still have to code)."""
     states = project.states()
     coders = project.coders()
@@ -132,13 +109,14 @@ def summary(project: Project, viewer: str | None = None, n_boot: int = 1000) -> 
         )
     dis = []
     for s in states:
-        dd = s.disagreeing(project.dims)
-        if dd and (viewer is None or project.can_see_codes(s, viewer)):
+        why = s.reasons(project.dims)
+        if why and (viewer is None or project.can_see_codes(s, viewer)):
             dis.append(
                 {
                     "id": s.id,
                     "title": s.record.get("title") or "",
-                    "dimensions": dd,
+                    "dimensions": s.disagreeing(project.dims),
+                    "reasons": why,
                     "codes": {c: s.codes[c].labels for c in s.assigned},
                     "adjudicated": s.decision is not None,
                 }
@@ -148,6 +126,7 @@ def summary(project: Project, viewer: str | None = None, n_boot: int = 1000) -> 
         "pairs": pairs,
         "alpha": alpha(project, states) if len(coders) >= 2 else {},
         "disagreements": dis,
-        "hidden": sum(1 for s in states if s.disagreeing(project.dims)) - len(dis),
+        "hidden": sum(1 for s in states if s.reasons(project.dims)) - len(dis),
+        "small_n": SMALL_N,
         "progress": project.progress(),
     }
