@@ -130,17 +130,25 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
         # Row-normalised: the share of each gold category predicted as each column (its recall on the
         # diagonal), so a rare category's errors are as visible as a common one's.
         norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
-        size = max(5.0, 0.55 * len(labels) + 2.5)
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 2, size))
-        ConfusionMatrixDisplay(cm, display_labels=labels).plot(ax=ax, xticks_rotation=60, colorbar=False, cmap="Blues")
-        ConfusionMatrixDisplay(norm, display_labels=labels).plot(
-            ax=ax2, xticks_rotation=60, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
+        size = max(4.5, 0.5 * len(labels) + 2.0)
+        # Columns carry numbers, rows "number name": long category ids side by side under the columns
+        # overlapped at any rotation; each row's number names its column in both panels.
+        names = [f"{j + 1}  {lab}" for j, lab in enumerate(labels)]
+        codes = [str(j + 1) for j in range(len(labels))]
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 3, size), gridspec_kw={"width_ratios": [1, 1]})
+        ConfusionMatrixDisplay(cm, display_labels=names).plot(ax=ax, colorbar=False, cmap="Blues")
+        ConfusionMatrixDisplay(norm, display_labels=codes).plot(
+            ax=ax2, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
         )
+        ax.set_xticks(range(len(labels)), codes, rotation=0)
         ax.set_title("counts", fontsize=9)
         ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
         for a in (ax, ax2):
-            a.set_xlabel("predicted")
+            a.set_xlabel("predicted (column number = row number)")
             a.set_ylabel("gold")
+            if len(labels) > 8:  # the cell values shrink with the cells
+                for t in a.texts:
+                    t.set_fontsize(7)
         fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
         fig.tight_layout()
         fn = f"confusion_{name}.png"
