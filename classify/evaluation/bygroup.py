@@ -29,6 +29,7 @@ from classify.evaluation.crossval import (
     cross_validate,
     evaluate_on_test,
 )
+from classify.evaluation.metrics import SMALL_N
 
 # The figures kept per group (per-category tables and confusion matrices stay with the pooled run).
 SUMMARY_KEYS = ("accuracy", "macro_f1", "weighted_f1")
@@ -236,7 +237,9 @@ def evaluate_groups(
         say(f"  {by} {g}: {len(idx)} records done")
         parts.append((j, idx, r))
     if not parts:
-        raise UsageError(f"--by {by}: no group could be evaluated ({'; '.join(f'{g}: {w}' for g, w in skipped.items())})")
+        raise UsageError(
+            f"--by {by}: no group could be evaluated ({'; '.join(f'{g}: {w}' for g, w in skipped.items())})"
+        )
     for g, why in skipped.items():
         say(f"warning: {by} {g} left out: {why}")
     params: dict[str, Any] = {"by": by, "leave_group_out": leave_out, "groups": len(parts), "seed": seed}
@@ -301,3 +304,47 @@ def group_column(res: EvalResult, rows: list[dict[str, Any]], by: str) -> list[d
     """prediction rows (one per evaluated record, in order) with the record's group added."""
     evaluated = [r for r, f in zip(res.gold.records, res.folds) if f != -2]
     return [{**row, "group": group_value(rec, by)} for row, rec in zip(rows, evaluated)]
+
+
+def render_by_group(bg: dict[str, Any]) -> list[str]:
+    """The report's per-group section: one table per dimension, each group then the mean and the worst."""
+    from classify.evaluation.report import fmt_kappa  # report imports this module
+
+    def f(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    by, groups = bg["field"], bg["groups"]
+    lines = [
+        f"## Per {by}",
+        "",
+        f"{bg['design'][0].upper()}{bg['design'][1:]}. Mean: the unweighted mean over the groups where the "
+        "figure is defined (each group counts once, whatever its size); worst: the group with the lowest kappa.",
+        "",
+    ]
+    dims = list(next(iter(groups.values()))["dimensions"]) if groups else []
+    for name in dims:
+        lines += [
+            f"### {name}",
+            "",
+            f"| {by} | n | trained on | kappa [95% CI] | accuracy | macro-F1 | weighted-F1 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for g, rep in groups.items():
+            r = rep["dimensions"].get(name)
+            if r is None:
+                continue
+            lines.append(
+                f"| {g} | {r['n']}{' (small)' if 0 < r['n'] < SMALL_N else ''} | {rep['n_train'] or '-'} | "
+                f"{fmt_kappa(r['kappa'])} | {f(r['accuracy'])} | {f(r['macro_f1'])} | {f(r['weighted_f1'])} |"
+            )
+        m = bg["mean"].get(name) or {}
+        lines.append(
+            f"| **mean of {m.get('n_groups', 0)} groups** | | | {f(m.get('kappa'))} | {f(m.get('accuracy'))} | "
+            f"{f(m.get('macro_f1'))} | {f(m.get('weighted_f1'))} |"
+        )
+        w = bg["worst"].get(name)
+        lines += ["", f"Worst {by}: {w['group']} (kappa {w['kappa']:.3f}, n={w['n']})." if w else "Worst: n/a.", ""]
+    if bg.get("skipped"):
+        lines += [f"Left out ({len(bg['skipped'])} groups):", ""]
+        lines += [f"- {g}: {why}" for g, why in bg["skipped"].items()] + [""]
+    return lines

@@ -64,7 +64,9 @@ def resolve_test_overlap(
     if policy == "drop-train":
         keep = [i for i, r in enumerate(gold.records) if r.id not in repeated]
         if not keep:
-            raise UsageError("--test-overlap drop-train: the test file repeats every gold record; nothing is left to train on")
+            raise UsageError(
+                "--test-overlap drop-train: the test file repeats every gold record; nothing is left to train on"
+            )
         gold = gold_part(gold, keep)
         report["n_dropped_from_training"] = len(repeated)
         say(
@@ -77,3 +79,24 @@ def resolve_test_overlap(
             "the report); their scores are flattered"
         )
     return TestOverlap(gold, report)
+
+
+def render_test_overlap(ov: dict[str, Any]) -> list[str]:
+    """The report's list of every test record that repeats a gold record, and what was done."""
+    done = (
+        f"the {ov['n_dropped_from_training']} repeated gold records were left out of training (--test-overlap "
+        "drop-train), so these test records are scored by a model that never saw them"
+        if ov["policy"] == "drop-train"
+        else "they were kept in training (--test-overlap keep): their scores are flattered"
+    )
+    return [
+        "## Test records that repeat gold",
+        "",
+        f"{ov['n_test_records']} test records repeat a gold record (same id, or same title and body under "
+        f"another id); {done}. Every match:",
+        "",
+        "| test id | gold id | same |",
+        "|---|---|---|",
+        *[f"| {m['test_id']} | {m['gold_id']} | {m['by']} |" for m in ov["matches"]],
+        "",
+    ]
