@@ -71,7 +71,7 @@ def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None, res:
 
     meta = {"gold_coders": sorted(res.gold.coders)} if res is not None else {}
     coders_given = has_coders({"coders": metrics.get("coders"), "meta": meta})
-    title = f"{spec}: agreement with gold" + ("" if coders_given else " (reference labels, no coder passes)")
+    title = f"{spec}: agreement with gold" + ("" if coders_given else " (reference labels)")
     t = Table(title=Text(title))  # Text: a spec's [opts] are not markup
     cols = ["dimension", "n", "kappa [95% CI]", "acc", "macro-F1", "weighted-F1", "kappa @70% conf"]
     for col in cols + (["coders' kappa"] if coders_given else []):

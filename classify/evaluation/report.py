@@ -142,7 +142,8 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
     return out
 
 
-def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
+def confusion_figure(name: str, rep: dict[str, Any]) -> Any:
+    """Counts and row shares side by side for one dimension (a matplotlib Figure; the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,37 +151,48 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
 
+    labels = rep["confusion"]["labels"]
+    cm = np.array(rep["confusion"]["matrix"])
+    rows = cm.sum(axis=1, keepdims=True)
+    # Row-normalised: the share of each gold category predicted as each column (its recall on the
+    # diagonal), so a rare category's errors are as visible as a common one's.
+    norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
+    size = max(4.5, 0.5 * len(labels) + 2.0)
+    # Columns carry numbers, rows "number name": long category ids side by side under the columns
+    # overlapped at any rotation; each row's number names its column in both panels.
+    names = [f"{j + 1}  {lab}" for j, lab in enumerate(labels)]
+    codes = [str(j + 1) for j in range(len(labels))]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 3, size))
+    ConfusionMatrixDisplay(cm, display_labels=names).plot(ax=ax, colorbar=False, cmap="Blues")
+    ConfusionMatrixDisplay(norm, display_labels=codes).plot(
+        ax=ax2, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
+    )
+    ax.set_xticks(range(len(labels)), codes, rotation=0)
+    ax.set_title("counts", fontsize=9)
+    ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
+    for a in (ax, ax2):
+        a.set_xlabel("predicted (column number = row number)")
+        a.set_ylabel("gold")
+        if len(labels) > 8:  # the cell values shrink with the cells
+            for t in a.texts:
+                t.set_fontsize(7)
+    fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
+    fig.tight_layout()
+    return fig
+
+
+def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     files = {}
     for name, rep in metrics["dimensions"].items():
-        labels = rep["confusion"]["labels"]
-        if not labels:
+        if not rep["confusion"]["labels"]:
             continue  # no item with a gold label in this dimension (a small --limit sample)
-        cm = np.array(rep["confusion"]["matrix"])
-        rows = cm.sum(axis=1, keepdims=True)
-        # Row-normalised: the share of each gold category predicted as each column (its recall on the
-        # diagonal), so a rare category's errors are as visible as a common one's.
-        norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
-        size = max(4.5, 0.5 * len(labels) + 2.0)
-        # Columns carry numbers, rows "number name": long category ids side by side under the columns
-        # overlapped at any rotation; each row's number names its column in both panels.
-        names = [f"{j + 1}  {lab}" for j, lab in enumerate(labels)]
-        codes = [str(j + 1) for j in range(len(labels))]
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 3, size), gridspec_kw={"width_ratios": [1, 1]})
-        ConfusionMatrixDisplay(cm, display_labels=names).plot(ax=ax, colorbar=False, cmap="Blues")
-        ConfusionMatrixDisplay(norm, display_labels=codes).plot(
-            ax=ax2, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
-        )
-        ax.set_xticks(range(len(labels)), codes, rotation=0)
-        ax.set_title("counts", fontsize=9)
-        ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
-        for a in (ax, ax2):
-            a.set_xlabel("predicted (column number = row number)")
-            a.set_ylabel("gold")
-            if len(labels) > 8:  # the cell values shrink with the cells
-                for t in a.texts:
-                    t.set_fontsize(7)
-        fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
-        fig.tight_layout()
+        fig = confusion_figure(name, rep)
         fn = f"confusion_{name}.png"
         fig.savefig(out / fn, dpi=110)
         plt.close(fig)
@@ -362,9 +374,9 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
             "Coders' kappa is the agreement between the gold set's two independent coding passes on the items "
             "both labeled; it is what the model is compared with, not a ceiling it must stay under."
             if coders_given
-            else "Reference labels: the gold file holds no coder passes (its labels come from elsewhere, e.g. "
-            "the maintainers), so there is no coders' agreement to compare with; every figure is agreement "
-            "with the reference labels."
+            else "Reference labels: the gold file holds one set of labels (from the maintainers, say) and no "
+            "independent passes to measure human agreement with; every figure is agreement with the reference "
+            "labels."
         ),
         "",
     ]
