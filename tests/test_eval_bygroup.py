@@ -123,6 +123,8 @@ def test_by_group_with_a_test_file(tiny, tmp_path):
         ({"leave_group_out": True}, "--leave-group-out needs --by"),
         ({"by": "repo", "limit": 10}, "--by does not go with --limit"),
         ({"by": "nofield"}, "--by nofield: 40 of 40 gold records have no nofield value"),
+        ({"by": "id"}, r"--by id: none of the 40 groups could be evaluated \(x-0: 1 records, too few"),
+        ({"test_overlap": "keep"}, "--test-overlap keep: only with --test"),
     ],
 )
 def test_by_group_refuses_what_it_cannot_do(tiny, tmp_path, kw, message):
@@ -215,7 +217,12 @@ def test_codebook_text_as_training_data_is_stated_and_can_be_turned_off(tiny, tm
     assert "codebook text is training data" in (on.out_dir / "report.md").read_text()
     assert json.loads((on.out_dir / "metrics.json").read_text())["meta"]["codebook_training_text"] is True
     off = _eval(
-        tiny, tmp_path, rows, model="tfidf-embed", test=test, options=ModelOptions(extra={"embed": False, "codebook": False})
+        tiny,
+        tmp_path,
+        rows,
+        model="tfidf-embed",
+        test=test,
+        options=ModelOptions(extra={"embed": False, "codebook": False}),
     )
     assert "c" not in {p.label for p in off.result.predictions["kind"]}
     assert "codebook text" not in (off.out_dir / "report.md").read_text()
@@ -244,3 +251,25 @@ def test_confusion_matrix_tick_labels_do_not_overlap():
     # Every tick label lies inside the figure (nothing cut off).
     W, H = fig.canvas.get_width_height()
     assert all(b.x0 >= 0 and b.y0 >= 0 and b.x1 <= W and b.y1 <= H for _, b in boxes)
+
+
+def test_cli_by_leave_group_out_and_test_overlap(tiny, tmp_path):
+    from typer.testing import CliRunner
+
+    from classify.cli.main import app
+
+    gold = _write(tmp_path / "gold.jsonl", _group("x", 20, flip=False) + _group("y", 20, flip=True))
+    base = ["eval", "-m", "tfidf-logreg", "--taxonomy", str(tiny), "--gold", str(gold), "--n-boot", "100"]
+    base += ["--out-dir", str(tmp_path / "evals")]
+    r = CliRunner().invoke(app, base + ["--by", "repo", "--leave-group-out"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "per repo: leave one repo out" in out and "worst" in out and "weighted-F1" in out
+    assert "coders' kappa" not in out and "(reference labels)" in out
+    r = CliRunner().invoke(app, base + ["--leave-group-out"])
+    assert r.exit_code == 2 and "error: --leave-group-out needs --by" in r.output
+    test = _write(tmp_path / "test.jsonl", [{**_group("x", 2, flip=False)[1], "id": "again"}])
+    r = CliRunner().invoke(app, base + ["--test", str(test)])
+    assert r.exit_code == 2 and "again = gold x-1" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, base + ["--test", str(test), "--test-overlap", "drop-train"])
+    assert r.exit_code == 0 and "1 test records repeat gold (drop-train)" in " ".join(r.output.split()), r.output

@@ -237,9 +237,8 @@ def evaluate_groups(
         say(f"  {by} {g}: {len(idx)} records done")
         parts.append((j, idx, r))
     if not parts:
-        raise UsageError(
-            f"--by {by}: no group could be evaluated ({'; '.join(f'{g}: {w}' for g, w in skipped.items())})"
-        )
+        why = "; ".join(f"{g}: {w}" for g, w in list(skipped.items())[:5]) + ("; ..." if len(skipped) > 5 else "")
+        raise UsageError(f"--by {by}: none of the {len(skipped)} groups could be evaluated ({why})")
     for g, why in skipped.items():
         say(f"warning: {by} {g} left out: {why}")
     params: dict[str, Any] = {"by": by, "leave_group_out": leave_out, "groups": len(parts), "seed": seed}

@@ -108,6 +108,8 @@ def run_eval(
     if folds < 2:
         raise UsageError(f"folds must be at least 2, got {folds}")
     check_group_args(by, leave_group_out, limit=limit, compare=compare)
+    if test is None and test_overlap != "refuse":
+        raise UsageError(f"--test-overlap {test_overlap}: only with --test (cross-validation never repeats a record)")
     if out_dir is PROJECT_EVALS:
         out_dir = paths.evals_dir()
     if compare is not None:
