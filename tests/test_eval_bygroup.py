@@ -86,6 +86,9 @@ def test_by_group_trains_one_model_per_group_and_leave_group_out_tests_on_the_un
 
     lo = _eval(tiny, tmp_path, rows[:40], by="repo", leave_group_out=True)
     bg = lo.metrics["by_group"]
+    # Its own row in the leaderboard, and a folder that says what it is.
+    assert lo.out_dir.name.endswith("tfidf-logreg_leave-one-repo-out")
+    assert json.loads((lo.out_dir / "metrics.json").read_text())["meta"]["label"] == "tfidf-logreg (leave-one-repo-out)"
     assert bg["leave_group_out"] and {g: r["n_train"] for g, r in bg["groups"].items()} == {"x": 20, "y": 20}
     assert {g: r["dimensions"]["kind"]["kappa"]["kappa"] for g, r in bg["groups"].items()} == {"x": -1.0, "y": -1.0}
     assert bg["mean"]["kind"]["kappa"] == -1.0 and bg["worst"]["kind"]["kappa"] == -1.0

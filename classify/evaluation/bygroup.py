@@ -183,7 +183,7 @@ def evaluate_groups(
     evaluated = test if test is not None else gold
     groups = record_groups(test, by, "test") if test is not None else gold_groups
     names = sorted(set(gold_groups) | set(groups))
-    if len(set(groups)) < 2 and (leave_out or test is None):
+    if test is None and len(set(groups)) < 2:
         raise UsageError(f"--by {by}: every evaluated record has the same {by} ({groups[0]}); nothing to compare")
     if test is None and leave_out:
         folds = [names.index(g) for g in gold_groups]
