@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -33,6 +34,9 @@ from classify.cli.common import (
 )
 from classify.core import paths
 
+if TYPE_CHECKING:
+    from classify.evaluation.crossval import EvalResult
+
 EvalsDir = Annotated[
     Optional[Path],
     typer.Option(
@@ -56,11 +60,21 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> None:
-    from classify.evaluation.report import fmt_kappa, small_sample_warning
+class TestOverlap(str, Enum):
+    refuse = "refuse"
+    drop_train = "drop-train"
+    keep = "keep"
 
-    t = Table(title=Text(f"{spec}: agreement with gold"))  # Text: a spec's [opts] are not markup
-    for col in ("dimension", "n", "kappa [95% CI]", "acc", "macro-F1", "kappa @70% conf", "coders' kappa"):
+
+def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None, res: EvalResult | None = None) -> None:
+    from classify.evaluation.report import codebook_note, fmt_kappa, has_coders, small_sample_warning
+
+    meta = {"gold_coders": sorted(res.gold.coders)} if res is not None else {}
+    coders_given = has_coders({"coders": metrics.get("coders"), "meta": meta})
+    title = f"{spec}: agreement with gold" + ("" if coders_given else " (reference labels)")
+    t = Table(title=Text(title))  # Text: a spec's [opts] are not markup
+    cols = ["dimension", "n", "kappa [95% CI]", "acc", "macro-F1", "weighted-F1", "kappa @70% conf"]
+    for col in cols + (["coders' kappa"] if coders_given else []):
         t.add_column(col)
     na = False
     for name, rep in metrics["dimensions"].items():
@@ -73,12 +87,23 @@ def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> N
             fmt_kappa(k),
             _f(rep["accuracy"]),
             _f(rep["macro_f1"]),
+            _f(rep.get("weighted_f1")),
             _f(sel70["kappa"]) if sel70 else "-",
-            f"{_f(c['kappa'])} (n={c['n']})" if c else "-",
-        ]
+        ] + ([f"{_f(c['kappa'])} (n={c['n']})" if c else "-"] if coders_given else [])
         na = na or any("n/a" in cell for cell in row)
         t.add_row(*row)
     console.print(t)
+    if metrics.get("by_group"):
+        print_by_group(metrics["by_group"])
+    if metrics.get("test_overlap"):
+        ov = metrics["test_overlap"]
+        console.print(
+            f"{ov['n_test_records']} test records repeat gold ({ov['policy']}); every match is listed in the report",
+            highlight=False,
+        )
+    note = codebook_note(res.provenance if res is not None else None)
+    if note:
+        console.print(f"note: {note}", highlight=False)
     if na:
         console.print(
             "n/a: undefined, not zero (one gold class left, or no confidence to rank by; see report.md)",
@@ -102,6 +127,28 @@ def print_metrics(metrics: dict[str, Any], spec: str, out_dir: Path | None) -> N
         )
     if out_dir:
         console.print(f"report: {out_dir}/report.md")
+
+
+def print_by_group(bg: dict[str, Any]) -> None:
+    from classify.evaluation.report import fmt_kappa
+
+    by = bg["field"]
+    t = Table(title=Text(f"per {by}: {bg['design']}"))
+    dims = list(bg["mean"])
+    for col in [by, "n"] + [f"{d} kappa" for d in dims]:
+        t.add_column(col)
+    for g, rep in bg["groups"].items():
+        t.add_row(
+            g,
+            str(rep["n"]),
+            *[fmt_kappa(rep["dimensions"][d]["kappa"], 2) if d in rep["dimensions"] else "-" for d in dims],
+        )
+    t.add_row("mean", "", *[_f(bg["mean"][d]["kappa"]) for d in dims])
+    worst = bg["worst"]
+    t.add_row("worst", "", *[f"{_f(worst[d]['kappa'])} ({worst[d]['group']})" if d in worst else "n/a" for d in dims])
+    console.print(t)
+    for g, why in bg.get("skipped", {}).items():
+        console.print(f"left out: {by} {g}: {why}", highlight=False)
 
 
 def print_comparison(c: dict[str, Any]) -> None:
@@ -179,10 +226,34 @@ def eval_cmd(
             "then, now and the change with a paired 95% CI.",
         ),
     ] = None,
+    by: Annotated[
+        Optional[str],
+        typer.Option(
+            "--by",
+            help="Evaluate per group of this record field (e.g. repo): one model per group, cross-validated inside "
+            "it (or tested on its records of --test); reports each group, their mean and the pooled figures.",
+        ),
+    ] = None,
+    leave_group_out: Annotated[
+        bool,
+        typer.Option(
+            "--leave-group-out",
+            help="With --by: predict each group with a model trained on all the other groups only (a source the "
+            "model never saw); reports each group, the mean and the worst.",
+        ),
+    ] = False,
+    test_overlap: Annotated[
+        TestOverlap,
+        typer.Option(
+            "--test-overlap",
+            help="--test records that repeat a gold record (same id or text): refuse (list them and stop), "
+            "drop-train (train without those gold records) or keep (score them, with a warning).",
+        ),
+    ] = TestOverlap.refuse,
     *,
     llm: LLMFlags,
 ) -> None:
-    """Cross-validated agreement with gold (or --test FILE) -> evals/<timestamp>-<model>/."""
+    """Cross-validated agreement with gold (or --test FILE, or per group with --by) -> evals/<timestamp>-<model>/."""
     from classify.classifiers.base import uses_llm
     from classify.evaluation.pipeline import DEFAULT_MODEL, estimate_eval, run_eval
 
@@ -229,12 +300,15 @@ def eval_cmd(
             ),
             predicted=bar.update if bar is not None else None,
             expected=expected,
+            by=by,
+            leave_group_out=leave_group_out,
+            test_overlap=test_overlap.value,
             **common,
         )
     finally:
         if bar is not None:
             bar.close()
-    print_metrics(run.metrics, run.result.spec, run.out_dir)
+    print_metrics(run.metrics, run.result.spec, run.out_dir, run.result)
     if compare is not None:
         print_comparison(run.metrics["comparison"])
 

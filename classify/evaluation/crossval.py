@@ -258,40 +258,44 @@ def _check_every_fold_can_train(gold: GoldSet, folds: Sequence[int], k: int) -> 
 
 def same_text_pairs(gold: list[Record], test: list[Record]) -> list[tuple[str, str]]:
     """(test id, gold id) pairs whose title + body are the same text once case, punctuation and
-    spacing are dropped (by text hash): a gold report filed again under a new id."""
-    by_hash: dict[str, str] = {}
+    spacing are dropped (by text hash): a gold report filed again under a new id. Every gold record
+    a test text repeats is paired, not only the first."""
+    by_hash: dict[str, list[str]] = {}
     for r in gold:
         t = _dup_text(r)
         if t:
-            by_hash.setdefault(text_hash(t), r.id)
+            by_hash.setdefault(text_hash(t), []).append(r.id)
     out = []
     for r in test:
         t = _dup_text(r)
-        if t and text_hash(t) in by_hash:
-            out.append((r.id, by_hash[text_hash(t)]))
+        if t:
+            out += [(r.id, g) for g in by_hash.get(text_hash(t), [])]
     return out
 
 
 def check_test_overlap(gold: GoldSet, test: GoldSet) -> None:
-    """Refuse a test file that shares ids or texts with the gold set the model trains on.
+    """Refuse a test file that shares ids or texts with the gold set the model trains on, listing
+    every match (classify.evaluation.testoverlap offers dropping them from training, or keeping them).
 
     A test record whose text is a gold record's (under any id) is scored by a model that learned its
-    label: kappa near 1 that measures nothing. Refused rather than warned about, like a shared id;
-    texts that are only similar (an edited copy) stay a warning (near_duplicates).
+    label: kappa near 1 that measures nothing. Texts that are only similar (an edited copy) stay a
+    warning (near_duplicates).
     """
     overlap = set(gold.ids) & set(test.ids)
+    choice = "or choose --test-overlap drop-train (train without them) or keep (score them, flattered)"
     if overlap:
         raise TestOverlapError(
             f"{test.path or 'test file'} shares {len(overlap)} ids with the gold set {gold.path or ''}: "
-            f"{sorted(overlap)[:10]}; the model trains on all of gold, so these would be scored on their own labels"
+            f"{sorted(overlap)}; the model trains on all of gold, so these would be scored on their own labels: "
+            f"remove them from the test file, {choice}"
         )
     same = same_text_pairs(gold.records, test.records)
     if same:
-        shown = ", ".join(f"{t} = gold {g}" for t, g in same[:10])
+        shown = ", ".join(f"{t} = gold {g}" for t, g in same)
         raise TestOverlapError(
-            f"{test.path or 'test file'}: {len(same)} of {len(test)} records have the title and body of a gold "
-            f"record under another id ({shown}{', ...' if len(same) > 10 else ''}); the model trains on all of "
-            "gold, so their scores would be a leak: remove them from the test file"
+            f"{test.path or 'test file'}: {len({t for t, _ in same})} of {len(test)} records have the title and "
+            f"body of a gold record under another id ({shown}); the model trains on all of gold, so their scores "
+            f"would be a leak: remove them from the test file, {choice}"
         )
 
 
@@ -301,10 +305,12 @@ def evaluate_on_test(
     test: GoldSet,
     options: ModelOptions | None = None,
     predicted: Callable[[int], None] | None = None,
+    allow_overlap: bool = False,
 ) -> EvalResult:
     """Train on the whole gold set, predict a separate labeled file (refused when it repeats gold:
-    check_test_overlap)."""
-    check_test_overlap(gold, test)
+    check_test_overlap, unless `allow_overlap`: the caller reports the repeats)."""
+    if not allow_overlap:
+        check_test_overlap(gold, test)
     t0 = time.perf_counter()
     with make_classifier(spec, gold.taxonomy, options or ModelOptions()) as clf:
         clf.fit(gold.records, gold.labels)

@@ -52,6 +52,9 @@ def run_label(meta: dict[str, Any]) -> str:
     limit = (meta.get("params") or {}).get("limit")
     if limit:
         label += f" ({limit}-record sample)"  # --limit: a seeded sample of gold, not its first records
+    by = (meta.get("params") or {}).get("by")
+    if by:  # per-group figures are not those of a plain cross-validation: another row, named so
+        label += f" (leave-one-{by}-out)" if meta["params"].get("leave_group_out") else f" (per {by})"
     return label
 
 

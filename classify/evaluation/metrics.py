@@ -216,6 +216,7 @@ def dimension_report(
             "kappa": kappa_ci([], []),
             "accuracy": None,
             "macro_f1": None,
+            "weighted_f1": None,
             "per_category": {c: dict(none) for c in labels},
             "confusion": {"labels": [], "matrix": []},
             "selective": selective_curve([], [], []),
@@ -229,6 +230,8 @@ def dimension_report(
         "kappa": kappa_ci(y_true, yp, n_boot=n_boot, seed=seed, reference=True),
         "accuracy": float(accuracy_score(y_true, yp)),
         "macro_f1": float(f1_score(y_true, yp, labels=present, average="macro", zero_division=0)),
+        # Weighted by gold support: the F1 most published issue-classification baselines report.
+        "weighted_f1": float(f1_score(y_true, yp, labels=present, average="weighted", zero_division=0)),
         "per_category": per_category(y_true, yp, labels),
         "confusion": {"labels": cm_labels, "matrix": _confusion(y_true, yp, cm_labels)},
         "selective": selective_curve(y_true, yp, confidence),

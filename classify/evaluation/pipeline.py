@@ -18,6 +18,7 @@ from classify.classifiers.base import ModelOptions, make_classifier, uses_llm, v
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
+from classify.evaluation.bygroup import check_group_args, evaluate_groups
 from classify.evaluation.compare import compare_metrics, load_run_metrics, options_of_run, previous_folds
 from classify.evaluation.crossval import (
     EvalResult,
@@ -32,6 +33,7 @@ from classify.evaluation.crossval import (
 from classify.evaluation.leaderboard import run_label
 from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
 from classify.evaluation.report import write_eval
+from classify.evaluation.testoverlap import resolve_test_overlap
 
 DEFAULT_MODEL = "embed-logreg"
 
@@ -76,6 +78,9 @@ def run_eval(
     log: Callable[[str], None] | None = None,
     predicted: Callable[[int], None] | None = None,
     expected: Callable[[int], None] | None = None,
+    by: str | None = None,
+    leave_group_out: bool = False,
+    test_overlap: str = "refuse",
 ) -> EvalRun:
     """Agreement of `model` (default embed-logreg) with the gold set: k-fold cross-validation, or
     training on all of gold and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/`
@@ -93,10 +98,18 @@ def run_eval(
     a different model or options are evaluated as asked, with a warning that the change then mixes
     model and labels. metrics["comparison"] holds then, now, the change with a paired bootstrap
     interval, and how many gold changes took the earlier run's prediction.
+
+    `by` (a record field, e.g. "repo") evaluates per group (classify.evaluation.bygroup: one model per
+    group, or with `leave_group_out` each group predicted by a model trained on the others);
+    metrics["by_group"] holds each group, their mean and the worst. `test_overlap` (refuse, drop-train,
+    keep) says what to do with `test` records that repeat gold (classify.evaluation.testoverlap).
     """
     say = log or (lambda msg: None)
     if folds < 2:
         raise UsageError(f"folds must be at least 2, got {folds}")
+    check_group_args(by, leave_group_out, limit=limit, compare=compare)
+    if test is None and test_overlap != "refuse":
+        raise UsageError(f"--test-overlap {test_overlap}: only with --test (cross-validation never repeats a record)")
     if out_dir is PROJECT_EVALS:
         out_dir = paths.evals_dir()
     if compare is not None:
@@ -113,12 +126,24 @@ def run_eval(
     # "Cause shown" is learned as a decision of its own (classify.core.causeshown), so the report's
     # coverage figures are those `classify run --target-kappa` will act on.
     g = derived_gold(g, cause_shown)
-    if test is not None:
-        t = derived_gold(load_gold_for(test, tax), cause_shown)
+    t = derived_gold(load_gold_for(test, tax), cause_shown) if test is not None else None
+    overlap = resolve_test_overlap(g, t, test_overlap, say) if t is not None else None
+    if overlap is not None:
+        g = overlap.train
+    grouped = None
+    if by is not None:
+        if expected:
+            expected(len(t if t is not None else g))
+        grouped = evaluate_groups(
+            model, g, options, by=by, leave_out=leave_group_out, k=folds, seed=seed, test=t,
+            allow_overlap=test_overlap == "keep", predicted=predicted, say=say,
+        )  # fmt: skip
+        res = grouped.result
+    elif t is not None:
         say(f"{model}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
         if expected:
             expected(len(t))
-        res = evaluate_on_test(model, g, t, options, predicted=predicted)
+        res = evaluate_on_test(model, g, t, options, predicted=predicted, allow_overlap=test_overlap == "keep")
     else:
         given_folds = None
         folds_note = None
@@ -153,13 +178,15 @@ def run_eval(
             folds=given_folds,
             predicted=predicted,
         )
-        leaks = train_test_leaks(res)
-        if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
-            raise EvalLeakError(
-                f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}"
-            )
+    leaks = train_test_leaks(res) if res.mode == "cv" else []
+    if leaks:  # cannot happen by construction; refuse to report a leaky evaluation
+        raise EvalLeakError(f"evaluation leak: {len(leaks)} records predicted by a model trained on them: {leaks[:5]}")
     metrics = compute_metrics(res, n_boot=n_boot, seed=seed)
-    if test is None and limit is None and compare is None:
+    if grouped is not None:
+        metrics["by_group"] = grouped.metrics(n_boot=n_boot, seed=seed)
+    if overlap is not None and overlap.report:
+        metrics["test_overlap"] = overlap.report
+    if test is None and limit is None and compare is None and by is None:
         # The same out-of-fold predictions `classify run --target-kappa` would compute: keep them.
         store_profile(profile_key(model, g, options, folds, seed), res)
     metrics["selective_labeling"] = profile_from_result(res, base_dims).selective_report()

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from classify.core.records import atomic_write_text, write_rows
+from classify.evaluation.bygroup import group_column, render_by_group
 from classify.evaluation.crossval import EvalResult, prediction_rows
 from classify.evaluation.metrics import SMALL_N
+from classify.evaluation.testoverlap import render_test_overlap
 
 # Under every table that may show n/a: what it means there.
 NA_NOTE = (
@@ -67,6 +69,28 @@ def small_sample_warning(metrics: dict[str, Any]) -> str | None:
     )
 
 
+def has_coders(doc: dict[str, Any]) -> bool:
+    """Whether the gold labels come from coder passes (then the report speaks of coders); without
+    them (labels from maintainers, say) it speaks of reference labels."""
+    meta = doc.get("meta") or {}
+    return bool(meta["gold_coders"]) if "gold_coders" in meta else bool(doc.get("coders"))
+
+
+def codebook_note(provenance: dict[str, Any] | None) -> str | None:
+    """What codebook text the model trained on, or None: a spec (or an ensemble member) whose
+    provenance says `codebook_examples` adds one pseudo-example per category to its training data."""
+    prov = provenance or {}
+    who = [prov] + list(prov.get("members") or [])
+    users = [p.get("member") or p.get("model") or "the model" for p in who if p.get("codebook_examples")]
+    if not users:
+        return None
+    return (
+        f"codebook text is training data ({', '.join(dict.fromkeys(map(str, users)))}): one pseudo-example per "
+        "category (its name, definition and include cues) joins the training records of every dimension; "
+        "`--opt codebook=false` turns it off"
+    )
+
+
 def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_meta: dict | None = None) -> Path:
     from classify.evaluation.leaderboard import run_label
 
@@ -80,9 +104,12 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
         "gold": str(gold.path) if gold.path else None,
         "gold_hash": gold.hash,
         "n_gold": len(gold),
+        # The coder passes the labels came from (empty: reference labels, e.g. from maintainers).
+        "gold_coders": sorted(gold.coders),
         # Records actually predicted and scored (fewer than n_gold under --limit).
         "n_evaluated": sum(1 for f in res.folds if f != -2),
         "provenance": res.provenance,
+        "codebook_training_text": codebook_note(res.provenance) is not None,
         "seconds": round(res.seconds, 2),
         "seconds_per_1000": round(1000 * res.seconds / max(1, sum(1 for f in res.folds if f != -2)), 2),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -101,7 +128,10 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
     tmp.mkdir(parents=True)
     try:
         atomic_write_text(tmp / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
-        write_rows(tmp / "predictions.jsonl", prediction_rows(res))
+        rows = prediction_rows(res)
+        if res.params.get("by"):
+            rows = group_column(res, rows, res.params["by"])
+        write_rows(tmp / "predictions.jsonl", rows)
         pngs = draw_plots(metrics, tmp)
         atomic_write_text(tmp / "report.md", render_markdown(doc, pngs))
         tmp.replace(out)  # onto the empty folder unique_dir reserved
@@ -112,7 +142,8 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
     return out
 
 
-def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
+def confusion_figure(name: str, rep: dict[str, Any]) -> Any:
+    """Counts and row shares side by side for one dimension (a matplotlib Figure; the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,29 +151,48 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
     import numpy as np
     from sklearn.metrics import ConfusionMatrixDisplay
 
+    labels = rep["confusion"]["labels"]
+    cm = np.array(rep["confusion"]["matrix"])
+    rows = cm.sum(axis=1, keepdims=True)
+    # Row-normalised: the share of each gold category predicted as each column (its recall on the
+    # diagonal), so a rare category's errors are as visible as a common one's.
+    norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
+    size = max(4.5, 0.5 * len(labels) + 2.0)
+    # Columns carry numbers, rows "number name": long category ids side by side under the columns
+    # overlapped at any rotation; each row's number names its column in both panels.
+    names = [f"{j + 1}  {lab}" for j, lab in enumerate(labels)]
+    codes = [str(j + 1) for j in range(len(labels))]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 3, size))
+    ConfusionMatrixDisplay(cm, display_labels=names).plot(ax=ax, colorbar=False, cmap="Blues")
+    ConfusionMatrixDisplay(norm, display_labels=codes).plot(
+        ax=ax2, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
+    )
+    ax.set_xticks(range(len(labels)), codes, rotation=0)
+    ax.set_title("counts", fontsize=9)
+    ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
+    for a in (ax, ax2):
+        a.set_xlabel("predicted (column number = row number)")
+        a.set_ylabel("gold")
+        if len(labels) > 8:  # the cell values shrink with the cells
+            for t in a.texts:
+                t.set_fontsize(7)
+    fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
+    fig.tight_layout()
+    return fig
+
+
+def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     files = {}
     for name, rep in metrics["dimensions"].items():
-        labels = rep["confusion"]["labels"]
-        if not labels:
+        if not rep["confusion"]["labels"]:
             continue  # no item with a gold label in this dimension (a small --limit sample)
-        cm = np.array(rep["confusion"]["matrix"])
-        rows = cm.sum(axis=1, keepdims=True)
-        # Row-normalised: the share of each gold category predicted as each column (its recall on the
-        # diagonal), so a rare category's errors are as visible as a common one's.
-        norm = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
-        size = max(5.0, 0.55 * len(labels) + 2.5)
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(2 * size + 2, size))
-        ConfusionMatrixDisplay(cm, display_labels=labels).plot(ax=ax, xticks_rotation=60, colorbar=False, cmap="Blues")
-        ConfusionMatrixDisplay(norm, display_labels=labels).plot(
-            ax=ax2, xticks_rotation=60, colorbar=False, cmap="Blues", values_format=".2f", im_kw={"vmin": 0, "vmax": 1}
-        )
-        ax.set_title("counts", fontsize=9)
-        ax2.set_title("share of each gold row (rows sum to 1; empty rows 0)", fontsize=9)
-        for a in (ax, ax2):
-            a.set_xlabel("predicted")
-            a.set_ylabel("gold")
-        fig.suptitle(f"{name}: kappa {fmt_kappa(rep['kappa'], 2)}, n={rep['n']}")
-        fig.tight_layout()
+        fig = confusion_figure(name, rep)
         fn = f"confusion_{name}.png"
         fig.savefig(out / fn, dpi=110)
         plt.close(fig)
@@ -168,7 +218,7 @@ def draw_plots(metrics: dict[str, Any], out: Path) -> dict[str, str]:
     ax.set_xlabel("% most confident predictions kept")
     ax.set_ylabel("agreement with gold")
     ax.set_ylim(0, 1.02)
-    ax.set_title("Selective labeling (dotted: the coders' own kappa)")
+    ax.set_title("Selective labeling" + (" (dotted: the coders' own kappa)" if coders else ""))
     if ax.lines:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
@@ -223,13 +273,13 @@ def _na(x: float | None, fmt: str = ".3f") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
-def render_trust(sel: dict[str, Any], png: str | None) -> list[str]:
+def render_trust(sel: dict[str, Any], png: str | None, ref: str = "the coders") -> list[str]:
     """The report's "how much can the labels be trusted" section (see docs/trust.md)."""
     lines = [
         "## How much can the labels be trusted",
         "",
         "Coverage at target kappa: the share of reports the model may label alone (`classify run "
-        "--target-kappa`) while those labels keep the target agreement with the coders, with 95% "
+        f"--target-kappa`) while those labels keep the target agreement with {ref}, with 95% "
         "confidence (a one-sided Clopper-Pearson bound on their accuracy, on the kappa scale of the whole "
         "dimension; thresholds tested in a fixed order; docs/trust.md). Coverage has a Wilson 95% interval. "
         "n/a: no confidence threshold reaches the target.",
@@ -284,32 +334,60 @@ def render_markdown(doc: dict[str, Any], pngs: dict[str, str]) -> str:
         f"({meta['n_gold']} records, hash {meta['gold_hash']})",
         f"- time: {meta['seconds']} s ({meta['seconds_per_1000']} s per 1,000 records)",
         f"- created: {meta['created_at']}",
+        *([f"- {note}"] if (note := codebook_note(meta.get("provenance"))) else []),
+        *([f"- design: {doc['by_group']['design']} (the tables below pool every group's predictions)"]
+          if doc.get("by_group") else []),
         "",
         "## Agreement with gold",
         "",
-        "| dimension | n | left out (no gold label) | model kappa [95% CI] | accuracy | macro-F1 | invalid | coders' kappa [95% CI] |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    ]  # fmt: skip
+    coders_given = has_coders(doc)
     coders = doc.get("coders", {})
+    head = ["dimension", "n", "left out (no gold label)", "model kappa [95% CI]", "accuracy", "macro-F1"]
+    head += ["weighted-F1", "invalid"] + (["coders' kappa [95% CI]"] if coders_given else [])
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rep in doc["dimensions"].items():
         c = coders.get(name)
-        cs = f"{fmt_kappa(c)} (n={c['n']}, {c['coders'][0]} vs {c['coders'][1]})" if c else "-"
-        lines.append(
-            f"| {name} | {rep['n']}{' (small)' if 0 < rep['n'] < SMALL_N else ''} | {rep['n_without_label']} | "
-            f"{fmt_kappa(rep['kappa'])} | {_na(rep['accuracy'])} | {_na(rep['macro_f1'])} | {rep['n_invalid']} | {cs} |"
-        )
+        cells = [
+            name,
+            f"{rep['n']}{' (small)' if 0 < rep['n'] < SMALL_N else ''}",
+            str(rep["n_without_label"]),
+            fmt_kappa(rep["kappa"]),
+            _na(rep["accuracy"]),
+            _na(rep["macro_f1"]),
+            _na(rep.get("weighted_f1")),
+            str(rep["n_invalid"]),
+        ]
+        if coders_given:
+            cells.append(f"{fmt_kappa(c)} (n={c['n']}, {c['coders'][0]} vs {c['coders'][1]})" if c else "-")
+        lines.append("| " + " | ".join(cells) + " |")
     warn = small_sample_warning(doc)
     lines += [
         "",
         *([f"**Warning, {warn}.**", ""] if warn else []),
         NA_NOTE,
         "",
-        "Coders' kappa is the agreement between the gold set's two independent coding passes on the items "
-        "both labeled; it is what the model is compared with, not a ceiling it must stay under.",
+        "Macro-F1 averages the categories' F1 with equal weight; weighted-F1 weighs each by its gold support "
+        "(the figure most published issue-classification baselines report).",
+        "",
+        (
+            "Coders' kappa is the agreement between the gold set's two independent coding passes on the items "
+            "both labeled; it is what the model is compared with, not a ceiling it must stay under."
+            if coders_given
+            else "Reference labels: the gold file holds one set of labels (from the maintainers, say) and no "
+            "independent passes to measure human agreement with; every figure is agreement with the reference "
+            "labels."
+        ),
         "",
     ]
+    if doc.get("by_group"):
+        lines += render_by_group(doc["by_group"])
+    if doc.get("test_overlap"):
+        lines += render_test_overlap(doc["test_overlap"])
     if doc.get("selective_labeling"):
-        lines += render_trust(doc["selective_labeling"], pngs.get("reliability"))
+        lines += render_trust(
+            doc["selective_labeling"], pngs.get("reliability"), "the coders" if coders_given else "the reference labels"
+        )
     dups = doc.get("near_duplicates") or []
     if dups:
         lines += [
