@@ -108,6 +108,39 @@ def format_of(path: Path) -> str:
     return fmt
 
 
+# Deeper than any record, gold row or GitHub answer (they nest 5-6 levels); a value that deep
+# would also make later recursive code (json.dumps, deepcopy) fail far from where it was read.
+MAX_JSON_DEPTH = 200
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
+    """The offset in `text` where JSON nesting first goes deeper than `limit`, else None."""
+    if text.count("[") + text.count("{") <= limit:  # the common case, without a scan
+        return None
+    # Brackets inside strings do not nest: blank the strings (same length, so offsets hold).
+    bare = _JSON_STRING.sub(lambda m: " " * len(m.group()), text)
+    depth = 0
+    for m in _BRACKET.finditer(bare):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limit:
+            return m.start()
+    return None
+
+
+def loads(text: str) -> Any:
+    """json.loads, with nesting deeper than MAX_JSON_DEPTH (`[[[[...` x 3000) a JSONDecodeError
+    like any other malformed JSON, instead of a RecursionError that no caller expects."""
+    pos = too_deep_at(text)
+    if pos is not None:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, pos)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
 class JsonLine(NamedTuple):
     number: int  # 1-based line number in the file
     value: Any
@@ -149,7 +182,7 @@ def read_json_lines(path: str | Path, *, drop_torn_tail: bool = False) -> JsonLi
             out.problems.append(utf8_problem(data, start + e.start))
             continue
         try:
-            value = json.loads(text)
+            value = loads(text)
         except json.JSONDecodeError as e:
             if last and drop_torn_tail:
                 out.torn = True
@@ -214,7 +247,7 @@ def _nested(key: Any, v: Any) -> Any:
     the free-text fields stay text even when they start with a brace."""
     if isinstance(v, str) and v[:1] in "{[" and key not in ("title", "body", "discussion"):
         try:
-            return json.loads(v)
+            return loads(v)
         except json.JSONDecodeError:
             pass
     return v
@@ -256,7 +289,8 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 _TEXT_FIELDS = ("title", "body", "discussion")
 
 
-def _kind(v: Any) -> str:
+def kind_of(v: Any) -> str:
+    """"a list", "an object", ... for messages about a value of the wrong type."""
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, float):
@@ -277,11 +311,11 @@ def row_problems(row: dict[str, Any]) -> list[str]:
     problems = []
     rid = row.get("id")
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
-        problems.append(f"id {rid!r} is {_kind(rid)} (ids are text or integers)")
+        problems.append(f"id {rid!r} is {kind_of(rid)} (ids are text or integers)")
     for f in _TEXT_FIELDS:
         v = row.get(f)
         if v is not None and not isinstance(v, str):
-            problems.append(f"{f} is {_kind(v)}, not text")
+            problems.append(f"{f} is {kind_of(v)}, not text")
     return problems
 
 

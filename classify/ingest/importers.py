@@ -8,7 +8,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows, row_problems
+from classify.core.records import (
+    CORE_FIELDS,
+    FORMATS,
+    MAX_JSON_DEPTH,
+    RecordsError,
+    read_rows,
+    row_problems,
+    too_deep_at,
+)
 from classify.core.textio import read_text
 from classify.ingest.normalize import (
     RefError,
@@ -28,6 +36,10 @@ def _json_values(text: str, source: str) -> list[Any]:
     dec = json.JSONDecoder()
     values: list[Any] = []
     i, n = 0, len(text)
+    deep = too_deep_at(text)
+    if deep is not None:
+        line = text.count("\n", 0, deep) + 1
+        raise RecordsError(f"{source}: invalid JSON at line {line}: nested deeper than {MAX_JSON_DEPTH} levels")
     while True:
         while i < n and text[i].isspace():
             i += 1
