@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from classify.core.errors import ClassifyError
+from classify.core.hashing import text_hash
 from classify.core.textio import BOM, decode_utf8, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
@@ -33,6 +35,12 @@ FORMATS = {
 # A folder written by `Dataset.save_to_disk` (classify.core.hfdataset); outputs ending in .hf are written as one.
 DATASET = "dataset"
 DATASET_SUFFIX = ".hf"
+
+
+log = logging.getLogger("classify")
+# Set on every record of a file without an id column (see with_content_ids).
+ID_FROM = "id_from"
+CONTENT_HASH = "content-hash"
 
 
 class RecordsError(ClassifyError, ValueError):
@@ -371,9 +379,47 @@ def _short(items: list, n: int = 20) -> str:
     return s + (f", ... (+{len(items) - n} more)" if len(items) > n else "")
 
 
+_noted: set[str] = set()  # files whose derived ids were announced (once per file and process)
+
+
+def content_id(row: dict[str, Any]) -> str:
+    """`h-` and 12 hex digits of the hash of a row's title and body."""
+    return "h-" + text_hash(json.dumps([row.get("title") or "", row.get("body") or ""], ensure_ascii=False))[:12]
+
+
+def with_content_ids(rows: list[dict[str, Any]], source: str | Path) -> list[dict[str, Any]]:
+    """`rows` of a file with no id column, each given an id from its content (content_id).
+
+    A content hash, not the row position: the id of a report stays the same when the file is
+    sorted, filtered or appended to, so caches, checkpoints and coded files keep matching it. A
+    text that occurs twice gets `-2`, `-3`, ... in file order. Each row records `id_from:
+    content-hash`; the first read of a file says so on stderr.
+    """
+    seen: Counter[str] = Counter()
+    out = []
+    for r in rows:
+        h = content_id(r)
+        seen[h] += 1
+        out.append({"id": h if seen[h] == 1 else f"{h}-{seen[h]}", **r, ID_FROM: CONTENT_HASH})
+    key = str(Path(source).resolve()) if not str(source).startswith("<") else str(source)
+    if key not in _noted:
+        _noted.add(key)
+        log.warning(
+            "note: %s has no id column; each record's id is a hash of its title and body (`h-...`, stable "
+            "when rows are reordered or added), recorded as `%s: %s` in the record",
+            source,
+            ID_FROM,
+            CONTENT_HASH,
+        )
+    return out
+
+
 def read_records(path: str | Path, validate: bool = True) -> list[Record]:
+    """Records of a file; a file with no `id` column at all gets ids from its content (with_content_ids)."""
     rows = read_rows(path)
     check_rows(rows, path)
+    if rows and not any("id" in r for r in rows):
+        rows = with_content_ids(rows, path)
     records = [to_record(r) for r in rows]
     if validate:
         validate_records(records, path)

@@ -191,7 +191,7 @@ def test_csv_ids_from_repo_and_number(tmp_path):
         ("triton-12", 12, "triton-lang/triton"),
         ("triton-13", 13, "triton-lang/triton"),
     ]
-    with pytest.raises(RecordsError, match=r"2 unusable rows: row 1: no id column"):
+    with pytest.raises(RecordsError, match=r"2 unusable rows: row 1: no id column value.*--repo"):
         import_table(src, {"number": "Number", "title": "Title"})
     with pytest.raises(RecordsError, match=r"mapped columns not found: \['Body'\]; columns are: \['Number', 'Title'\]"):
         import_table(src, {"body": "Body"}, repo="o/r")
