@@ -250,3 +250,16 @@ def test_screening_dimension_is_allowed_in_the_screening_codebook_only():
     assert parse_taxonomy(_tiny(screening=screening)).dimension_ids == ["screening"]
     with pytest.raises(TaxonomyError, match="'screening' is a field"):
         parse_taxonomy(_tiny(screening=screening, area=None))
+
+
+def test_shown_decision_words_use_the_dimensions_own_name():
+    from dataclasses import astuple
+
+    from classify.core.causeshown import shown_words
+
+    area = shown_words("area")
+    assert not any("cause" in w for w in astuple(area))
+    assert area.none_shown == "reports with no area shown" and area.shown == "reports with an area shown"
+    assert area.decision == "'area shown' decision" and area.routed == "routed as showing no area"
+    rc = shown_words("root_cause")
+    assert rc.none_shown == "reports with no root cause shown" and rc.noun == "root cause"
