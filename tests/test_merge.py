@@ -199,3 +199,10 @@ def test_deeply_nested_coded_file_names_file_and_line(tmp_path):
     coded.write_text('{"id": "a", "note": ' + "[" * 3000 + "]" * 3000 + "}\n")
     with pytest.raises(MergeError, match=r"coded.jsonl: malformed JSONL \(1 lines\): line 1: not JSON \(nested deeper"):
         merge_coded(labels, [coded], tmp_path / "o.jsonl")
+
+
+def test_a_group_code_of_the_wrong_type_is_a_clear_error(tmp_path):
+    labels = _labels(tmp_path)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "root_cause_group": ["usage"]}])
+    with pytest.raises(MergeError, match=r"id a: unknown root_cause_group \['usage'\]"):
+        merge_coded(labels, [coded], tmp_path / "o.jsonl")

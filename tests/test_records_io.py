@@ -299,3 +299,9 @@ def test_deeply_nested_input_is_a_one_line_run_error(tmp_path):
     r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(inp), "--out", str(tmp_path / "o.jsonl")])
     assert r.exit_code == 2 and "in.jsonl" in r.output and "line 1: not JSON (nested deeper" in r.output
     assert "Traceback" not in r.output and "RecursionError" not in r.output
+
+
+def test_issue_number_beyond_a_float_is_no_crash(tmp_path):
+    f = tmp_path / "n.jsonl"
+    f.write_text('{"id": "a", "title": "t", "number": 1e400}\n{"id": "b", "title": "t", "number": Infinity}\n')
+    assert [r.number for r in read_records(f)] == [None, None]

@@ -343,7 +343,7 @@ def to_record(row: dict[str, Any]) -> Record:
     number = _clean(row.get("number"))
     try:
         number = int(number) if number not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 or Infinity in JSON
         number = None
     return Record(
         id=str(rid) if rid not in (None, "") else "",

@@ -106,7 +106,10 @@ def token_from_env() -> str | None:
 
 def _origin(url: str) -> tuple[str, str, int | None]:
     u = urlsplit(url)
-    port = u.port or {"https": 443, "http": 80}.get(u.scheme)
+    try:
+        port = u.port or {"https": 443, "http": 80}.get(u.scheme)
+    except ValueError:  # a port out of range in a Link header: no origin of ours
+        port = -1
     return (u.scheme, (u.hostname or "").lower(), port)
 
 
@@ -227,15 +230,24 @@ class GitHubClient:
             yield page
             url = page.next_url
 
-    def _send(self, url: str, headers: dict[str, str]) -> httpx.Response:
-        """One GET within the policy's total deadline and the answer size bound."""
-        self._budget.start(self.policy.deadline, MAX_ANSWER_BYTES)
+    def _send(self, url: str, headers: dict[str, str]) -> tuple[httpx.Response, str]:
+        """One GET within the policy's total deadline; the response and its body as text, which may
+        not pass MAX_ANSWER_BYTES once decompressed (a gzip bomb is small on the wire)."""
+        self._budget.start(self.policy.deadline)
         try:
-            return self._http.get(url, headers=headers)
+            with self._http.stream("GET", url, headers=headers) as r:
+                body, size = [], 0
+                for chunk in r.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise FetchError(
+                            f"GET {url}: the answer is larger than {MAX_ANSWER_BYTES / 1e6:.0f} MB; "
+                            "no GitHub answer is that large"
+                        )
+                    body.append(chunk)
+            return r, b"".join(body).decode(r.encoding or "utf-8", errors="replace")
         except httpx.TooManyRedirects:
             raise FetchError(f"GET {url}: the server redirects in a loop (more than 20 redirects)") from None
-        except deadline.TooLarge as e:
-            raise FetchError(f"GET {url}: {e}; no GitHub answer is that large") from None
         except httpx.TransportError as e:
             if self._budget.expired():
                 raise _Retryable(
@@ -244,7 +256,7 @@ class GitHubClient:
             raise _Retryable(self.redact(f"GET {url}: connection failed: {type(e).__name__}: {e}")) from None
         except httpx.DecodingError as e:
             raise _Retryable(self.redact(f"GET {url}: undecodable answer: {e}")) from None
-        except (httpx.HTTPError, httpx.InvalidURL) as e:  # a bad Location header, ...
+        except (httpx.HTTPError, httpx.InvalidURL, LookupError) as e:  # a bad Location header, unknown charset
             raise FetchError(self.redact(f"GET {url}: {type(e).__name__}: {e}")) from None
         finally:
             self._budget.stop()
@@ -253,7 +265,7 @@ class GitHubClient:
     def _get_once(self, url: str, cached) -> Page:
         self._wait_for_reset()
         headers = {"If-None-Match": cached.etag} if cached is not None else {}
-        r = self._send(url, headers)
+        r, text = self._send(url, headers)
         self.stats.statuses[r.status_code] = self.stats.statuses.get(r.status_code, 0) + 1
         self._note_rate_limit(r)
         if r.status_code == 304:
@@ -272,7 +284,6 @@ class GitHubClient:
                 return self._get_once(url, None)
             return Page(cached.data, cached.next_url, True, url)
         if r.status_code == 200:
-            text = r.text
             if too_deep_at(text) is not None:
                 raise FetchError(f"GET {url}: the answer's JSON is nested deeper than {MAX_JSON_DEPTH} levels", 200)
             try:
@@ -286,9 +297,9 @@ class GitHubClient:
                 self.cache.put(url, etag, data, nxt)
             return Page(data, nxt, False, url, redirected=bool(r.history))
         if r.status_code in (403, 429):
-            wait, kind = self._rate_limit_wait(r)
+            wait, kind = self._rate_limit_wait(r, text)
             if kind is not None:
-                msg = self._describe(url, r)
+                msg = self._describe(url, r, text)
                 if kind == "secondary" and wait is None:
                     # GitHub: wait at least a minute, longer on each repeat. A wait past --max-wait
                     # stops the run like any other rate limit, instead of retrying early.
@@ -302,8 +313,8 @@ class GitHubClient:
                     )
                 raise _Retryable(msg, r.status_code, wait=wait, kind=kind)
         if r.status_code >= 500:
-            raise _Retryable(self._describe(url, r), r.status_code)
-        raise FetchError(self._describe(url, r), r.status_code)
+            raise _Retryable(self._describe(url, r, text), r.status_code)
+        raise FetchError(self._describe(url, r, text), r.status_code)
 
     # -- rate limits ----------------------------------------------------------------------------
     def _seconds_until_reset(self, r: httpx.Response) -> float | None:
@@ -322,7 +333,7 @@ class GitHubClient:
                 pass
         return min(max(0.0, int(reset) - now) + self.policy.reset_margin, MAX_SERVER_WAIT)
 
-    def _rate_limit_wait(self, r: httpx.Response) -> tuple[float | None, str | None]:
+    def _rate_limit_wait(self, r: httpx.Response, text: str) -> tuple[float | None, str | None]:
         """(seconds to wait or None for backoff, kind) for a 403/429; kind None = not a rate limit."""
         retry_after = retry_after_seconds(r.headers)  # seconds or an HTTP date
         if retry_after is not None:
@@ -331,7 +342,7 @@ class GitHubClient:
             wait = self._seconds_until_reset(r)
             if wait is not None:
                 return wait, "rate_limit"
-        if "rate limit" in _message(r).lower():
+        if "rate limit" in _message(text).lower():
             return None, "secondary"
         return None, None
 
@@ -377,8 +388,8 @@ class GitHubClient:
         self.stats.waited_seconds += seconds
         time.sleep(seconds)
 
-    def _describe(self, url: str, r: httpx.Response) -> str:
-        msg = _message(r)
+    def _describe(self, url: str, r: httpx.Response, text: str) -> str:
+        msg = _message(text)
         hint = {
             401: " (bad credentials: check GITHUB_TOKEN)",
             404: " (no such issue or repository, or the token cannot see it)",
@@ -408,9 +419,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _message(r: httpx.Response) -> str:
+def _message(text: str) -> str:
     try:
-        body = loads(r.text)
+        body = loads(text)
     except ValueError:
-        return r.text[:200].strip()
+        return text[:200].strip()
     return str(body.get("message", ""))[:300] if isinstance(body, dict) else ""

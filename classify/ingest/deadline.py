@@ -1,9 +1,9 @@
-"""A total deadline and a size bound for each HTTP request of the GitHub client.
+"""A total deadline for each HTTP request of the GitHub client.
 
 httpx's timeouts are per socket operation: a server that trickles a byte every few seconds never
-trips a 30 s read timeout and holds a request forever, and a fast one can send gigabytes. Every
-read of the client's connections goes through here instead: it waits at most until the request's
-deadline (a ReadTimeout after that, retried like any timeout) and counts the bytes it got.
+trips a 30 s read timeout and holds a request forever. Every read and write of the client's
+connections goes through here instead, and waits at most until the request's deadline (a
+ReadTimeout after that, retried like any timeout).
 """
 
 from __future__ import annotations
@@ -15,26 +15,20 @@ import httpcore
 import httpx
 
 
-class TooLarge(Exception):
-    """The answer went past the request's byte bound (raised from inside a read, caught by the client)."""
-
-
 class Budget:
-    """What the request now in flight may still use: time until `deadline`, bytes up to `max_bytes`.
+    """The time the request now in flight may still take (until `deadline`).
 
     The client sends one request at a time, so one budget serves all its connections.
     """
 
     def __init__(self) -> None:
         self.deadline: float | None = None  # time.monotonic() value
-        self.max_bytes: int | None = None
-        self.received = 0
 
-    def start(self, seconds: float, max_bytes: int | None) -> None:
-        self.deadline, self.max_bytes, self.received = time.monotonic() + seconds, max_bytes, 0
+    def start(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
 
     def stop(self) -> None:
-        self.deadline = self.max_bytes = None
+        self.deadline = None
 
     def expired(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -48,20 +42,13 @@ class Budget:
             raise httpcore.ReadTimeout("the request's total deadline passed")
         return left if timeout is None else min(timeout, left)
 
-    def count(self, n: int) -> None:
-        self.received += n
-        if self.max_bytes is not None and self.received > self.max_bytes:
-            raise TooLarge(f"the answer is larger than {self.max_bytes / 1e6:.0f} MB")
-
 
 class _Stream(httpcore.NetworkStream):
     def __init__(self, inner: httpcore.NetworkStream, budget: Budget):
         self._inner, self._budget = inner, budget
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = self._inner.read(max_bytes, self._budget.timeout(timeout))
-        self._budget.count(len(data))
-        return data
+        return self._inner.read(max_bytes, self._budget.timeout(timeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, self._budget.timeout(timeout))

@@ -132,7 +132,7 @@ def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
                 gd = f"{d}_group"
                 groups = tax.dimensions[d].groups
                 if gd in row and row[gd] is not None:
-                    if not groups or row[gd] not in groups:
+                    if not groups or not isinstance(row[gd], str) or row[gd] not in groups:
                         allowed = ", ".join(groups) or f"none: {d} has no groups"
                         raise MergeError(f"{p}: id {rid}: unknown {gd} {row[gd]!r} (allowed: {allowed}, or null)")
                     if d in row and row[d] is not None and tax.dimensions[d].group_of(row[d]) != row[gd]:

@@ -39,7 +39,7 @@ class Fault:
     match: str  # regular expression searched in "path?query"
     status: int | None = 502  # None: serve normally, but with `headers` added
     headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None  # dict -> JSON, str -> sent as text/html
+    body: Any = None  # dict -> JSON, str -> sent as text/html, bytes -> sent as they are
     times: int = 1
     drop: bool = False  # close the connection without answering
     trickle: float = 0.0  # seconds between the bytes of the body (a slow-loris server)
@@ -383,7 +383,9 @@ def _make_handler(gh: LocalGitHub):
             conditional: bool = False,
             trickle: float = 0.0,
         ) -> None:
-            if isinstance(body, str):
+            if isinstance(body, bytes):  # sent as given (with a content-encoding header: compressed)
+                payload, ctype = body, "application/json"
+            elif isinstance(body, str):
                 payload, ctype = body.encode(), "text/html; charset=utf-8"
             else:
                 payload, ctype = json.dumps(body).encode(), "application/json; charset=utf-8"

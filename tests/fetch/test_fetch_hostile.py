@@ -137,3 +137,21 @@ def test_foreign_items_through_the_cli(mixed, tmp_path):
     assert r.exit_code == 0, r.output
     assert "skipped" in r.output and "evil/other" in r.output
     assert "other-77" not in out.read_text() and "['b', 'u', 'g']" not in out.read_text()
+
+
+def test_gzip_bomb_is_bounded(gh, make_client):
+    import gzip
+
+    from classify.ingest.client import MAX_ANSWER_BYTES
+
+    bomb = gzip.compress(b"[" + b" " * (MAX_ANSWER_BYTES + 1000) + b"]", compresslevel=9)
+    assert len(bomb) < 200_000
+    gh.faults.append(Fault(r"/issues\?", 200, headers={"content-encoding": "gzip"}, body=bomb, times=9))
+    with pytest.raises(FetchError, match=r"/repos/triton-lang/triton/issues\?.*: the answer is larger than 64 MB"):
+        fetch_repo_issues(make_client(gh), "triton-lang/triton")
+
+
+def test_next_link_with_a_bad_port_names_the_url(gh, make_client):
+    gh.faults.append(Fault(r"/issues\?", None, headers={"link": '<http://127.0.0.1:99999/x?page=2>; rel="next"'}))
+    with pytest.raises(FetchError, match=r"refusing to request http://127.0.0.1:99999/x\?page=2"):
+        fetch_repo_issues(make_client(gh), "triton-lang/triton")
