@@ -108,7 +108,9 @@ def types_tax(tmp_path):
 def test_files_without_id_column_get_content_hash_ids(tmp_path, caplog):
     from classify.core.records import content_id
 
-    p = write_jsonl(tmp_path / "x.jsonl", [{"title": "a", "body": "one"}, {"title": "b"}, {"title": "a", "body": "one"}])
+    p = write_jsonl(
+        tmp_path / "x.jsonl", [{"title": "a", "body": "one"}, {"title": "b"}, {"title": "a", "body": "one"}]
+    )
     recs = read_records(p)
     ids = [r.id for r in recs]
     assert ids[0] == content_id({"title": "a", "body": "one"}) and ids[2] == ids[0] + "-2" and len(set(ids)) == 3
@@ -174,7 +176,9 @@ def test_label_column_through_eval_and_run(tmp_path):
     r = runner.invoke(app, ["run", *base, "--label-column", "issue_type=type", "--input", str(inp), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["issue_type"] in WORDS
-    r = runner.invoke(app, ["run", *base, "--label-column", "issue_type", "--input", str(inp), "--out", str(tmp_path / "p")])
+    r = runner.invoke(
+        app, ["run", *base, "--label-column", "issue_type", "--input", str(inp), "--out", str(tmp_path / "p")]
+    )
     assert r.exit_code == 2 and "DIMENSION=COLUMN" in r.output
 
 

@@ -154,7 +154,9 @@ def test_labels_row_without_id_is_a_clear_error(tmp_path):
     del rows[1]["id"]
     write_jsonl(labels, rows)
     coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "symptom": "hang"}])
-    r = runner.invoke(app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tmp_path / "o.jsonl")])
+    r = runner.invoke(
+        app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tmp_path / "o.jsonl")]
+    )
     assert r.exit_code == 2 and "labels.jsonl: row 2 has no usable id" in r.output
     assert "Traceback" not in r.output and "KeyError" not in r.output
 

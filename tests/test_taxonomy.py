@@ -174,7 +174,11 @@ def test_non_string_definition_is_refused_not_stringified(tmp_path):
     p.write_text(LAUGHS)  # a list of 9 strings as the definition: small, but not text
     with pytest.raises(TaxonomyError, match=r"categories\[0\] \(crash\)\.definition: must be text, not list"):
         load_taxonomy(p)
-    p.write_text(LAUGHS.replace('&a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]', "ok\n        name: {a: 1}"))
+    p.write_text(
+        LAUGHS.replace(
+            '&a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]', "ok\n        name: {a: 1}"
+        )
+    )
     with pytest.raises(TaxonomyError, match=r"\.name: must be text, not dict"):
         load_taxonomy(p)
 
@@ -197,9 +201,13 @@ def test_duplicate_yaml_keys_are_refused_naming_the_lines(tmp_path, raw):
     dup = "\n".join(lines + ["  symptom:", "    categories:", "      - {id: other, definition: something}"])
     p = tmp_path / "t.yaml"
     p.write_text(dup + "\n")
-    with pytest.raises(TaxonomyError, match=rf"line {len(lines) + 1}: key 'symptom' repeats the one at line {start + 1}"):
+    with pytest.raises(
+        TaxonomyError, match=rf"line {len(lines) + 1}: key 'symptom' repeats the one at line {start + 1}"
+    ):
         load_taxonomy(p)
-    p.write_text("name: a\nversion: 1\ndimensions:\n  s:\n    categories:\n      - id: x\n        definition: one\n        definition: two\n")
+    p.write_text(
+        "name: a\nversion: 1\ndimensions:\n  s:\n    categories:\n      - id: x\n        definition: one\n        definition: two\n"
+    )
     with pytest.raises(TaxonomyError, match="line 8: key 'definition' repeats the one at line 7"):
         load_taxonomy(p)
 

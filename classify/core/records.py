@@ -298,7 +298,7 @@ _TEXT_FIELDS = ("title", "body", "discussion")
 
 
 def kind_of(v: Any) -> str:
-    """"a list", "an object", ... for messages about a value of the wrong type."""
+    """'a list', 'an object', ... for messages about a value of the wrong type."""
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, float):

@@ -72,7 +72,9 @@ class _Backend(httpcore.NetworkBackend):
         return _Stream(stream, self._budget)
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options=None):
-        return _Stream(self._inner.connect_unix_socket(path, self._budget.timeout(timeout), socket_options), self._budget)
+        return _Stream(
+            self._inner.connect_unix_socket(path, self._budget.timeout(timeout), socket_options), self._budget
+        )
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)

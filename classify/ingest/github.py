@@ -158,7 +158,9 @@ def fetch_repo_issues(
                 expected = named if page.redirected else (owner.lower(), name.lower())
             if named != expected:
                 # Stored under that repository's id, it would pass for one of its issues.
-                result.skip(url, f"the listing of {owner}/{name} names {item_owner}/{item_name}, not {'/'.join(expected)}")
+                result.skip(
+                    url, f"the listing of {owner}/{name} names {item_owner}/{item_name}, not {'/'.join(expected)}"
+                )
                 continue
             all_comments += item.get("comments") or 0
             # The issues endpoint lists pull requests too; they carry a `pull_request` key.

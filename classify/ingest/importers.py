@@ -174,7 +174,9 @@ def import_table(
             no_identity.append(row)
     if bad:
         raise RecordsError(f"{path}: {len(bad)} unusable rows: " + "; ".join(bad[:10]))
-    for row, derived in zip(no_identity, with_content_ids([{k: v for k, v in r.items() if k != "id"} for r in no_identity], path)):
+    for row, derived in zip(
+        no_identity, with_content_ids([{k: v for k, v in r.items() if k != "id"} for r in no_identity], path)
+    ):
         row["id"], row[ID_FROM] = derived["id"], derived[ID_FROM]
     return [{**{k: row.get(k) for k in CORE_FIELDS}, **row} for row in rows]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classify.core.errors import ClassifyError
 from classify.core import paths
+from classify.core.errors import ClassifyError
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import RecordsError, read_rows, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy

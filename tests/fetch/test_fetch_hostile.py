@@ -106,7 +106,9 @@ class MixedGitHub(LocalGitHub):
         if query.get("page", "1") == "1":
             foreign = dict(items[0], number=77, html_url="https://github.com/evil/other/issues/77", id=999)
             labels = dict(items[1], number=78, html_url=items[1]["html_url"].replace("/2", "/78"), labels="bug", id=998)
-            title = dict(items[1], number=79, html_url=items[1]["html_url"].replace("/2", "/79"), title={"a": 1}, id=997)
+            title = dict(
+                items[1], number=79, html_url=items[1]["html_url"].replace("/2", "/79"), title={"a": 1}, id=997
+            )
             items = [*items, foreign, labels, title]
         return status, headers, items
 
