@@ -157,3 +157,17 @@ def test_next_link_with_a_bad_port_names_the_url(gh, make_client):
     gh.faults.append(Fault(r"/issues\?", None, headers={"link": '<http://127.0.0.1:99999/x?page=2>; rel="next"'}))
     with pytest.raises(FetchError, match=r"refusing to request http://127.0.0.1:99999/x\?page=2"):
         fetch_repo_issues(make_client(gh), "triton-lang/triton")
+
+
+def test_damaged_cache_entry_is_fetched_again(gh, make_client, tmp_path):
+    import sqlite3
+
+    client = make_client(gh, cache="etags.sqlite")
+    fetch_repo_issues(client, "triton-lang/triton", comments="per-issue")
+    db = sqlite3.connect(tmp_path / "etags.sqlite")
+    db.execute("UPDATE responses SET body = ?", ("{not json" + "[" * 3000,))
+    db.commit()
+    db.close()
+    again = make_client(gh, cache="etags.sqlite")
+    res = fetch_repo_issues(again, "triton-lang/triton", comments="per-issue")
+    assert len(res.rows) == 18 and again.stats.not_modified == 0
