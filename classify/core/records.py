@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
+from classify.core.jsontext import loads
 from classify.core.textio import BOM, decode_utf8, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
@@ -114,39 +115,6 @@ def format_of(path: Path) -> str:
             f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv, .parquet, .arrow or a Hugging Face dataset folder)"
         )
     return fmt
-
-
-# Deeper than any record, gold row or GitHub answer (they nest 5-6 levels); a value that deep
-# would also make later recursive code (json.dumps, deepcopy) fail far from where it was read.
-MAX_JSON_DEPTH = 200
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
-    """The offset in `text` where JSON nesting first goes deeper than `limit`, else None."""
-    if text.count("[") + text.count("{") <= limit:  # the common case, without a scan
-        return None
-    # Brackets inside strings do not nest: blank the strings (same length, so offsets hold).
-    bare = _JSON_STRING.sub(lambda m: " " * len(m.group()), text)
-    depth = 0
-    for m in _BRACKET.finditer(bare):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > limit:
-            return m.start()
-    return None
-
-
-def loads(text: str) -> Any:
-    """json.loads, with nesting deeper than MAX_JSON_DEPTH (`[[[[...` x 3000) a JSONDecodeError
-    like any other malformed JSON, instead of a RecursionError that no caller expects."""
-    pos = too_deep_at(text)
-    if pos is not None:
-        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, pos)
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
 
 
 class JsonLine(NamedTuple):

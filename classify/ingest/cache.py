@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import loads
+from classify.core.jsontext import loads
 from classify.core.storage import Migration, SQLiteStore, StorageError
 
 # The old name of the error an unusable store raises; callers still catch it by that name.

@@ -26,7 +26,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from classify.core.errors import ClassifyError
 from classify.core.http import redact, retry_after_seconds
-from classify.core.records import MAX_JSON_DEPTH, loads, too_deep_at
+from classify.core.jsontext import MAX_JSON_DEPTH, loads, too_deep_at
 from classify.ingest import deadline
 from classify.ingest.cache import ResponseCache
 

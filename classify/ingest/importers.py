@@ -8,15 +8,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from classify.core.jsontext import MAX_JSON_DEPTH, too_deep_at
 from classify.core.records import (
     CORE_FIELDS,
     FORMATS,
     ID_FROM,
-    MAX_JSON_DEPTH,
     RecordsError,
     read_rows,
     row_problems,
-    too_deep_at,
     with_content_ids,
 )
 from classify.core.textio import read_text
