@@ -143,3 +143,68 @@ def test_merge_reads_workbench_coders_and_group_codes(tmp_path):
     clash = write_jsonl(tmp_path / "clash.jsonl", [{"id": "c", "root_cause": "api_misuse", "root_cause_group": other}])
     with pytest.raises(MergeError, match="is not the group of root_cause"):
         merge_coded(labels, [clash], tmp_path / "m3.jsonl")
+
+
+# -- merge checks its inputs (issue 21, items 10 and 18) ------------------------------------------
+
+
+def test_labels_row_without_id_is_a_clear_error(tmp_path):
+    labels = _labels(tmp_path)
+    rows = read_rows(labels)
+    del rows[1]["id"]
+    write_jsonl(labels, rows)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "symptom": "hang"}])
+    r = runner.invoke(
+        app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tmp_path / "o.jsonl")]
+    )
+    assert r.exit_code == 2 and "labels.jsonl: row 2 has no usable id" in r.output
+    assert "Traceback" not in r.output and "KeyError" not in r.output
+
+
+def test_non_finite_and_out_of_range_confidences_are_nulled_with_a_warning(tmp_path, caplog):
+    labels = _labels(tmp_path)
+    text = labels.read_text().splitlines()
+    text[0] = text[0][:-1] + ', "symptom_confidence": NaN, "symptom_proba": {"crash": Infinity}}'
+    text[1] = text[1][:-1] + ', "symptom_confidence": -1.5}'
+    text[2] = text[2][:-1] + ', "symptom_confidence": 0.4}'
+    labels.write_text("\n".join(text) + "\n")
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "c", "symptom": "hang"}])
+    out = tmp_path / "o.jsonl"
+    merge_coded(labels, [coded], out)
+    written = out.read_text()
+    assert "NaN" not in written and "Infinity" not in written
+    rows = {r["id"]: r for r in (json.loads(line) for line in written.splitlines())}
+    assert rows["a"]["symptom_confidence"] is None and rows["a"]["symptom_proba"] == {"crash": None}
+    assert rows["b"]["symptom_confidence"] is None and rows["c"]["symptom_confidence"] == 0.4
+    assert "3 values are not finite numbers" in caplog.text and "symptom_confidence = -1.5" in caplog.text
+
+
+def test_out_over_the_codebook_is_refused_even_with_force(tmp_path):
+    import shutil
+
+    from classify.core.paths import DEFAULT_TAXONOMY
+
+    tax = tmp_path / "tax.yaml"
+    shutil.copy(DEFAULT_TAXONOMY, tax)
+    before = tax.read_text()
+    labels = _labels(tmp_path)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "symptom": "hang"}])
+    args = ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tax), "-t", str(tax), "--force"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "is one of the inputs" in r.output
+    assert tax.read_text() == before
+
+
+def test_deeply_nested_coded_file_names_file_and_line(tmp_path):
+    labels = _labels(tmp_path)
+    coded = tmp_path / "coded.jsonl"
+    coded.write_text('{"id": "a", "note": ' + "[" * 3000 + "]" * 3000 + "}\n")
+    with pytest.raises(MergeError, match=r"coded.jsonl: malformed JSONL \(1 lines\): line 1: not JSON \(nested deeper"):
+        merge_coded(labels, [coded], tmp_path / "o.jsonl")
+
+
+def test_a_group_code_of_the_wrong_type_is_a_clear_error(tmp_path):
+    labels = _labels(tmp_path)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "root_cause_group": ["usage"]}])
+    with pytest.raises(MergeError, match=r"id a: unknown root_cause_group \['usage'\]"):
+        merge_coded(labels, [coded], tmp_path / "o.jsonl")

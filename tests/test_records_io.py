@@ -278,3 +278,30 @@ def test_input_fingerprint_of_a_folder_follows_its_content(tmp_path):
     assert (
         input_fingerprint(f) == hashlib.sha256(f.read_bytes()).hexdigest()[:16]
     )  # files: unchanged, old checkpoints stay valid
+
+
+DEEP = '{"id": "x", "title": "t", "extra": ' + "[" * 3000 + "]" * 3000 + "}"
+
+
+def test_deeply_nested_json_line_names_file_and_line(tmp_path):
+    f = tmp_path / "in.jsonl"
+    f.write_text('{"id": "a", "title": "fine"}\n' + DEEP + "\n")
+    with pytest.raises(RecordsError, match=r"in.jsonl: malformed JSONL \(1 lines\): line 2: not JSON \(nested deeper"):
+        read_records(f)
+    csv_file = tmp_path / "in.csv"  # a CSV cell holding JSON text is decoded too, and must not crash
+    csv_file.write_text('id,title,extra\na,fine,"' + "[" * 3000 + '"\n')
+    assert read_rows(csv_file)[0]["extra"].startswith("[[[")
+
+
+def test_deeply_nested_input_is_a_one_line_run_error(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(DEEP + "\n")
+    r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(inp), "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 2 and "in.jsonl" in r.output and "line 1: not JSON (nested deeper" in r.output
+    assert "Traceback" not in r.output and "RecursionError" not in r.output
+
+
+def test_issue_number_beyond_a_float_is_no_crash(tmp_path):
+    f = tmp_path / "n.jsonl"
+    f.write_text('{"id": "a", "title": "t", "number": 1e400}\n{"id": "b", "title": "t", "number": Infinity}\n')
+    assert [r.number for r in read_records(f)] == [None, None]

@@ -86,6 +86,28 @@ GoldPath = Annotated[
         f"{DEFAULTS_NOTE}).",
     ),
 ]
+LabelColumns = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--label-column",
+        help="DIMENSION=COLUMN: read the --gold (and --test) file's COLUMN as the labels of DIMENSION, "
+        "e.g. issue_type=label; repeatable.",
+    ),
+]
+
+
+def with_label_columns(gold: Path | None, test: Path | None, specs: list[str] | None) -> tuple[Any, Any]:
+    """--gold and --test as GoldFiles that read their label columns as `specs` says (classify.core.gold)."""
+    if not specs:
+        return gold, test
+    from classify.core.gold import GoldFile, parse_label_columns
+
+    if gold is None and test is None:
+        fail("--label-column: name the file it describes with --gold (or --test)")
+    mapping = parse_label_columns(specs)
+    return (GoldFile(gold, mapping) if gold else None), (GoldFile(test, mapping) if test else None)
+
+
 ModelSpec = Annotated[
     str,
     typer.Option(

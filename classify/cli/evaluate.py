@@ -17,6 +17,7 @@ from classify.cli.common import (
     EncoderName,
     Folds,
     GoldPath,
+    LabelColumns,
     LLMFlags,
     ModelOpts,
     ModelSpec,
@@ -30,6 +31,7 @@ from classify.cli.common import (
     err,
     fail,
     model_options,
+    with_label_columns,
     with_llm_flags,
 )
 from classify.core import paths
@@ -196,6 +198,7 @@ def print_comparison(c: dict[str, Any]) -> None:
 def eval_cmd(
     model: EvalModelSpec = None,
     gold: GoldPath = None,
+    label_column: LabelColumns = None,
     taxonomy: TaxonomyPath = None,
     task: TaskOpt = Task.labels,
     test: Annotated[
@@ -268,6 +271,7 @@ def eval_cmd(
         prev = load_run_metrics(compare)["meta"]
         if model is None or model == prev.get("model"):
             options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
+    gold, test = with_label_columns(gold, test, label_column)
     common = dict(taxonomy=taxonomy, gold=gold, task=task.value, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
         for text in estimate_eval(model or DEFAULT_MODEL, **common):

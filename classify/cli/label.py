@@ -12,6 +12,7 @@ from classify.cli.common import (
     BatchSize,
     EncoderName,
     GoldPath,
+    LabelColumns,
     LLMFlags,
     ModelOpts,
     ModelSpec,
@@ -23,6 +24,7 @@ from classify.cli.common import (
     fail,
     model_options,
     parse_opts,
+    with_label_columns,
     with_llm_flags,
 )
 from classify.core import paths
@@ -49,6 +51,7 @@ def run_cmd(
         ),
     ] = Path("labels.jsonl"),
     gold: GoldPath = None,
+    label_column: LabelColumns = None,
     taxonomy: TaxonomyPath = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing output and discard any checkpoint.")
@@ -121,6 +124,7 @@ def run_cmd(
     if keep is not None and not keep.strip(","):
         fail("--keep: give field names (comma-separated), or --no-keep for none")
     kept = () if no_keep else tuple(f.strip() for f in keep.split(",") if f.strip()) if keep else DEFAULT_KEEP
+    gold, _ = with_label_columns(gold, None, label_column)
     if (screen_opt or screen_model) and not screen:
         fail(f"{'--screen-opt' if screen_opt else '--screen-model'}: only with --screen")
     screen_options = ModelOptions(

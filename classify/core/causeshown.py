@@ -13,7 +13,7 @@ confident guess.
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from classify.core.gold import GoldSet
 from classify.core.taxonomy import Taxonomy, parse_taxonomy
@@ -25,6 +25,36 @@ SUFFIX = "_shown"
 
 def shown_dim(dim: str) -> str:
     return f"{dim}{SUFFIX}"
+
+
+@dataclass(frozen=True)
+class ShownWords:
+    """How reports and figures speak of a dimension's "shown" decision, in the dimension's own words.
+
+    Any codebook's nullable dimension gets one (an `area` too), so nothing says "cause" unless the
+    dimension is a cause. E.g. for `area`: noun "area", none_shown "reports with no area shown",
+    shown "reports with an area shown", decision "'area shown' decision", routed "routed as showing
+    no area".
+    """
+
+    noun: str
+    shown: str
+    none_shown: str
+    decision: str
+    routed: str
+
+
+def shown_words(dim: str) -> ShownWords:
+    """The words for `dim`'s shown decision (see ShownWords); the report and its HTML use these."""
+    noun = dim.replace("_", " ").replace("-", " ").strip() or dim
+    article = "an" if noun[:1].lower() in "aeiou" else "a"
+    return ShownWords(
+        noun=noun,
+        shown=f"reports with {article} {noun} shown",
+        none_shown=f"reports with no {noun} shown",
+        decision=f"'{noun} shown' decision",
+        routed=f"routed as showing no {noun}",
+    )
 
 
 def nullable_dimensions(gold: GoldSet) -> list[str]:

@@ -46,7 +46,7 @@ def default_gold(tax: Taxonomy) -> Path:
 
 def load_gold_for(path: str | Path | None, tax: Taxonomy) -> GoldSet:
     """The gold set of `path` (default: the taxonomy's default gold, default_gold) as labels of `tax`."""
-    path = Path(path) if path else default_gold(tax)
+    path = (path if isinstance(path, Path) else Path(path)) if path else default_gold(tax)  # a GoldFile stays one
     if is_screening(tax):
         return screening.load_screening_gold(path, tax)
     return load_gold(path, tax)

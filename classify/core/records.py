@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from classify.core.errors import ClassifyError
+from classify.core.hashing import text_hash
+from classify.core.jsontext import loads
 from classify.core.textio import BOM, decode_utf8, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
@@ -33,6 +36,12 @@ FORMATS = {
 # A folder written by `Dataset.save_to_disk` (classify.core.hfdataset); outputs ending in .hf are written as one.
 DATASET = "dataset"
 DATASET_SUFFIX = ".hf"
+
+
+log = logging.getLogger("classify")
+# Set on every record of a file without an id column (see with_content_ids).
+ID_FROM = "id_from"
+CONTENT_HASH = "content-hash"
 
 
 class RecordsError(ClassifyError, ValueError):
@@ -149,7 +158,7 @@ def read_json_lines(path: str | Path, *, drop_torn_tail: bool = False) -> JsonLi
             out.problems.append(utf8_problem(data, start + e.start))
             continue
         try:
-            value = json.loads(text)
+            value = loads(text)
         except json.JSONDecodeError as e:
             if last and drop_torn_tail:
                 out.torn = True
@@ -214,7 +223,7 @@ def _nested(key: Any, v: Any) -> Any:
     the free-text fields stay text even when they start with a brace."""
     if isinstance(v, str) and v[:1] in "{[" and key not in ("title", "body", "discussion"):
         try:
-            return json.loads(v)
+            return loads(v)
         except json.JSONDecodeError:
             pass
     return v
@@ -256,7 +265,8 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 _TEXT_FIELDS = ("title", "body", "discussion")
 
 
-def _kind(v: Any) -> str:
+def kind_of(v: Any) -> str:
+    """'a list', 'an object', ... for messages about a value of the wrong type."""
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, float):
@@ -277,11 +287,11 @@ def row_problems(row: dict[str, Any]) -> list[str]:
     problems = []
     rid = row.get("id")
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
-        problems.append(f"id {rid!r} is {_kind(rid)} (ids are text or integers)")
+        problems.append(f"id {rid!r} is {kind_of(rid)} (ids are text or integers)")
     for f in _TEXT_FIELDS:
         v = row.get(f)
         if v is not None and not isinstance(v, str):
-            problems.append(f"{f} is {_kind(v)}, not text")
+            problems.append(f"{f} is {kind_of(v)}, not text")
     return problems
 
 
@@ -301,7 +311,7 @@ def to_record(row: dict[str, Any]) -> Record:
     number = _clean(row.get("number"))
     try:
         number = int(number) if number not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 or Infinity in JSON
         number = None
     return Record(
         id=str(rid) if rid not in (None, "") else "",
@@ -337,9 +347,47 @@ def _short(items: list, n: int = 20) -> str:
     return s + (f", ... (+{len(items) - n} more)" if len(items) > n else "")
 
 
+_noted: set[str] = set()  # files whose derived ids were announced (once per file and process)
+
+
+def content_id(row: dict[str, Any]) -> str:
+    """`h-` and 12 hex digits of the hash of a row's title and body."""
+    return "h-" + text_hash(json.dumps([row.get("title") or "", row.get("body") or ""], ensure_ascii=False))[:12]
+
+
+def with_content_ids(rows: list[dict[str, Any]], source: str | Path) -> list[dict[str, Any]]:
+    """`rows` of a file with no id column, each given an id from its content (content_id).
+
+    A content hash, not the row position: the id of a report stays the same when the file is
+    sorted, filtered or appended to, so caches, checkpoints and coded files keep matching it. A
+    text that occurs twice gets `-2`, `-3`, ... in file order. Each row records `id_from:
+    content-hash`; the first read of a file says so on stderr.
+    """
+    seen: Counter[str] = Counter()
+    out = []
+    for r in rows:
+        h = content_id(r)
+        seen[h] += 1
+        out.append({"id": h if seen[h] == 1 else f"{h}-{seen[h]}", **r, ID_FROM: CONTENT_HASH})
+    key = str(Path(source).resolve()) if not str(source).startswith("<") else str(source)
+    if key not in _noted:
+        _noted.add(key)
+        log.warning(
+            "note: %s has no id column; each record's id is a hash of its title and body (`h-...`, stable "
+            "when rows are reordered or added), recorded as `%s: %s` in the record",
+            source,
+            ID_FROM,
+            CONTENT_HASH,
+        )
+    return out
+
+
 def read_records(path: str | Path, validate: bool = True) -> list[Record]:
+    """Records of a file; a file with no `id` column at all gets ids from its content (with_content_ids)."""
     rows = read_rows(path)
     check_rows(rows, path)
+    if rows and not any("id" in r for r in rows):
+        rows = with_content_ids(rows, path)
     records = [to_record(r) for r in rows]
     if validate:
         validate_records(records, path)

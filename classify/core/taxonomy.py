@@ -26,7 +26,9 @@ import yaml
 
 from classify.core import paths
 from classify.core.errors import ClassifyError
+from classify.core.records import CORE_FIELDS
 from classify.core.textio import read_text
+from classify.core.yamlfile import load_yaml
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -120,6 +122,54 @@ def _unknown_keys(path, where: str, mapping: dict, known: tuple[str, ...]) -> No
         raise _fail(path, where, f"unknown key {key!r} ({hint}known keys: {', '.join(known)})")
 
 
+def _text(path, where: str, value: Any, *, required: bool = False) -> str:
+    """A text of the codebook (name, definition, question): a string, never a list or a number that
+    `str()` would turn into something no one wrote (an alias bomb expands there)."""
+    if value is None or value == "":
+        if required:
+            place, _, key = where.rpartition(".")
+            raise _fail(path, place or "top level", f"missing {key}")
+        return ""
+    if not isinstance(value, str):
+        raise _fail(path, where, f"must be text, not {type(value).__name__} ({str(value)[:40]!r}...)")
+    return value
+
+
+# Fields a labels row, a record or a routed run writes beside the labels: a dimension of the same
+# name would overwrite them (or be overwritten). classify.labeling.pipeline.OWN_FIELDS lists the
+# row's own ones; `screening` is allowed as the sole dimension of a screening codebook only.
+RESERVED_FIELDS = set(CORE_FIELDS) | {
+    "model", "taxonomy", "gold_hash", "run_options", "labeled_at", "provenance", "prompt_hash", "routing",
+    "screening", "screening_model", "screening_options", "screening_taxonomy", "coded_by", "adjudication_note",
+}  # fmt: skip
+# Per-dimension fields: `<dim>_status`, `<dim>_confidence`, ... (routing, merge, the corpus report).
+DIMENSION_SUFFIXES = ("group", "status", "by", "coded_by", "confidence", "proba", "suggestion")
+SHOWN_IDS = {"shown", "none_shown"}  # the derived `<dim>_shown` decision (classify.core.causeshown)
+
+
+def _collisions(path, data: dict, dims: dict[str, Dimension]) -> None:
+    """Refuse dimension and category names that collide with the toolkit's own fields."""
+    for d, dim in dims.items():
+        where = f"dimensions.{d}"
+        screening_only = d == "screening" and len(dims) == 1 and "failure_report" in dim.ids
+        if d in RESERVED_FIELDS and not screening_only:
+            raise _fail(path, where, f"{d!r} is a field the toolkit writes itself; give the dimension another id")
+        for other in dims:
+            for suffix in DIMENSION_SUFFIXES:
+                if d == f"{other}_{suffix}":
+                    raise _fail(
+                        path, where, f"collides with the `{d}` field written for dimension {other!r}; rename it"
+                    )
+            if d == f"{other}_shown" and set(dim.ids) != SHOWN_IDS:
+                raise _fail(path, where, f"collides with the derived `{d}` decision of dimension {other!r}; rename it")
+        for c in dim.categories:
+            if c.id in dim.groups:
+                raise _fail(path, f"{where} ({c.id})", f"category id {c.id!r} is also a group id of {d}; rename one")
+    version = data["version"]
+    if isinstance(version, bool) or not isinstance(version, (str, int, float)):
+        raise _fail(path, "version", f"must be a number or text, not {type(version).__name__}")
+
+
 def _str_list(path, where, value) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -151,6 +201,10 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
         groups = spec.get("groups") or {}
         if not isinstance(groups, dict):
             raise _fail(path, f"{where}.groups", "must be a mapping of group id -> description")
+        for g, desc in groups.items():
+            if not isinstance(g, str) or not _ID_RE.match(g):
+                raise _fail(path, f"{where}.groups", f"bad group id {g!r} (lowercase letters, digits, _ or -)")
+            _text(path, f"{where}.groups.{g}", desc)
         cats_raw = spec.get("categories")
         if not isinstance(cats_raw, list) or not cats_raw:
             raise _fail(path, f"{where}.categories", "empty dimension: needs at least one category")
@@ -170,18 +224,18 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
             if cid in seen:
                 raise _fail(path, cwhere, f"duplicate category id {cid!r} (first at categories[{seen[cid]}])")
             seen[cid] = i
-            if not c.get("definition"):
-                raise _fail(path, cwhere, "missing definition")
+            definition = _text(path, f"{cwhere}.definition", c.get("definition"), required=True)
+            name = _text(path, f"{cwhere}.name", c.get("name"))
             group = c.get("group")
             if groups and group is None:
                 raise _fail(path, cwhere, f"missing group (one of {sorted(groups)})")
-            if group is not None and group not in groups:
+            if group is not None and (not isinstance(group, str) or group not in groups):
                 raise _fail(path, cwhere, f"unknown group {group!r} (known: {sorted(groups) or 'none declared'})")
             cats.append(
                 Category(
                     id=cid,
-                    name=str(c.get("name") or cid),
-                    definition=" ".join(str(c["definition"]).split()),
+                    name=name or cid,
+                    definition=" ".join(definition.split()),
                     include=_str_list(path, f"{cwhere}.include", c.get("include")),
                     exclude=_str_list(path, f"{cwhere}.exclude", c.get("exclude")),
                     group=group,
@@ -193,15 +247,16 @@ def parse_taxonomy(data: Any, path: Path | str = "<taxonomy>") -> Taxonomy:
                 raise _fail(path, f"{where}.groups.{g}", "group has no category")
         dims[dim_id] = Dimension(
             id=dim_id,
-            question=str(spec.get("question") or ""),
+            question=_text(path, f"{where}.question", spec.get("question")),
             categories=tuple(cats),
-            groups={str(k): str(v) for k, v in groups.items()},
+            groups={k: v or "" for k, v in groups.items()},
         )
     changelog = data.get("changelog") or []
     if not isinstance(changelog, list):
         raise _fail(path, "changelog", "must be a list")
+    _collisions(path, data, dims)
     return Taxonomy(
-        name=str(data["name"]),
+        name=_text(path, "name", data["name"], required=True),
         version=str(data["version"]),
         dimensions=dims,
         path=Path(path) if not str(path).startswith("<") else None,
@@ -216,8 +271,5 @@ def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
     path = Path(path) if path else paths.default_taxonomy()
     if not path.exists():
         raise TaxonomyError(f"{path}: file not found")
-    try:
-        data = yaml.safe_load(read_text(path, TaxonomyError))
-    except yaml.YAMLError as e:
-        raise TaxonomyError(f"{path}: not valid YAML: {e}") from e
+    data = load_yaml(read_text(path, TaxonomyError), str(path), TaxonomyError)
     return parse_taxonomy(data, path)

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from classify.core.jsontext import loads
 from classify.core.storage import Migration, SQLiteStore, StorageError
 
 # The old name of the error an unusable store raises; callers still catch it by that name.
@@ -57,7 +58,13 @@ class ResponseCache:
         row = self._db.execute("SELECT etag, body, next_url FROM responses WHERE url=?", (url,)).fetchone()
         if row is None:
             return None
-        return CachedResponse(etag=row[0], data=json.loads(row[1]), next_url=row[2])
+        try:
+            data = loads(row[1])
+        except ValueError:  # an entry damaged outside the toolkit: a pure cache forgets it and fetches again
+            self._db.execute("DELETE FROM responses WHERE url=?", (url,))
+            self._db.commit()
+            return None
+        return CachedResponse(etag=row[0], data=data, next_url=row[2])
 
     def put(self, url: str, etag: str, data: Any, next_url: str | None) -> None:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")

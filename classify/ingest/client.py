@@ -26,12 +26,19 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from classify.core.errors import ClassifyError
 from classify.core.http import redact, retry_after_seconds
+from classify.core.jsontext import MAX_JSON_DEPTH, loads, too_deep_at
+from classify.ingest import deadline
 from classify.ingest.cache import ResponseCache
 
 DEFAULT_API_URL = "https://api.github.com"
 MAX_PAGES = 10_000  # pages of one listing: a million issues at 100 a page, more than any repository has
 NO_PROGRESS_PAGES = 3  # pages in a row with no new item (empty or repeated) before pagination is stopped
 API_VERSION = "2022-11-28"
+# A page of 100 issues with GitHub's largest bodies (65,536 characters) is ~30 MB.
+MAX_ANSWER_BYTES = 64_000_000
+# A wait a server demands beyond this is shown as this (a Retry-After of 1e308 seconds is no
+# figure to print); any such wait is far past --max-wait and stops the run anyway.
+MAX_SERVER_WAIT = 7 * 86400.0
 log = logging.getLogger("classify.fetch")
 
 
@@ -64,7 +71,8 @@ class RetryPolicy:
     secondary_wait: float = 60.0  # secondary limit without Retry-After: GitHub says wait >= 1 minute
     max_wait: float = 3900.0  # a single demanded wait above this aborts with RateLimitError
     reset_margin: float = 1.0  # extra seconds after X-RateLimit-Reset
-    timeout: float = 30.0
+    timeout: float = 30.0  # per socket operation (connect, each read)
+    deadline: float = 120.0  # per attempt, from sending to the last byte; retried like a timeout
 
 
 @dataclass
@@ -89,6 +97,7 @@ class Page:
     next_url: str | None
     cached: bool  # True when a 304 let us reuse the stored body
     url: str = ""  # the URL this page came from, for messages about its content
+    redirected: bool = False  # the server answered through a redirect (a renamed repository)
 
 
 def token_from_env() -> str | None:
@@ -97,7 +106,10 @@ def token_from_env() -> str | None:
 
 def _origin(url: str) -> tuple[str, str, int | None]:
     u = urlsplit(url)
-    port = u.port or {"https": 443, "http": 80}.get(u.scheme)
+    try:
+        port = u.port or {"https": 443, "http": 80}.get(u.scheme)
+    except ValueError:  # a port out of range in a Link header: no origin of ours
+        port = -1
     return (u.scheme, (u.hostname or "").lower(), port)
 
 
@@ -127,6 +139,8 @@ class GitHubClient:
             headers["Authorization"] = f"Bearer {self._token}"
         # httpx drops Authorization when a redirect leaves the origin (renamed repos redirect in-origin).
         self._http = httpx.Client(headers=headers, timeout=self.policy.timeout, follow_redirects=True)
+        self._budget = deadline.Budget()
+        deadline.install(self._http, self._budget)
 
     def __repr__(self) -> str:
         return f"GitHubClient(base_url={self.base_url!r}, authenticated={bool(self._token)})"
@@ -216,15 +230,42 @@ class GitHubClient:
             yield page
             url = page.next_url
 
+    def _send(self, url: str, headers: dict[str, str]) -> tuple[httpx.Response, str]:
+        """One GET within the policy's total deadline; the response and its body as text, which may
+        not pass MAX_ANSWER_BYTES once decompressed (a gzip bomb is small on the wire)."""
+        self._budget.start(self.policy.deadline)
+        try:
+            with self._http.stream("GET", url, headers=headers) as r:
+                body, size = [], 0
+                for chunk in r.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise FetchError(
+                            f"GET {url}: the answer is larger than {MAX_ANSWER_BYTES / 1e6:.0f} MB; "
+                            "no GitHub answer is that large"
+                        )
+                    body.append(chunk)
+            return r, b"".join(body).decode(r.encoding or "utf-8", errors="replace")
+        except httpx.TooManyRedirects:
+            raise FetchError(f"GET {url}: the server redirects in a loop (more than 20 redirects)") from None
+        except httpx.TransportError as e:
+            if self._budget.expired():
+                raise _Retryable(
+                    f"GET {url}: no complete answer within {self.policy.deadline:.0f}s (the server sends too slowly)"
+                ) from None
+            raise _Retryable(self.redact(f"GET {url}: connection failed: {type(e).__name__}: {e}")) from None
+        except httpx.DecodingError as e:
+            raise _Retryable(self.redact(f"GET {url}: undecodable answer: {e}")) from None
+        except (httpx.HTTPError, httpx.InvalidURL, LookupError) as e:  # a bad Location header, unknown charset
+            raise FetchError(self.redact(f"GET {url}: {type(e).__name__}: {e}")) from None
+        finally:
+            self._budget.stop()
+            self.stats.requests += 1
+
     def _get_once(self, url: str, cached) -> Page:
         self._wait_for_reset()
         headers = {"If-None-Match": cached.etag} if cached is not None else {}
-        try:
-            r = self._http.get(url, headers=headers)
-        except httpx.TransportError as e:
-            self.stats.requests += 1
-            raise _Retryable(self.redact(f"GET {url}: connection failed: {type(e).__name__}: {e}")) from None
-        self.stats.requests += 1
+        r, text = self._send(url, headers)
         self.stats.statuses[r.status_code] = self.stats.statuses.get(r.status_code, 0) + 1
         self._note_rate_limit(r)
         if r.status_code == 304:
@@ -243,8 +284,10 @@ class GitHubClient:
                 return self._get_once(url, None)
             return Page(cached.data, cached.next_url, True, url)
         if r.status_code == 200:
+            if too_deep_at(text) is not None:
+                raise FetchError(f"GET {url}: the answer's JSON is nested deeper than {MAX_JSON_DEPTH} levels", 200)
             try:
-                data = r.json()
+                data = loads(text)
             except ValueError:
                 raise _Retryable(f"GET {url}: truncated or non-JSON body", 200) from None
             self._secondary_hits = 0
@@ -252,11 +295,11 @@ class GitHubClient:
             etag = r.headers.get("etag")
             if self.cache is not None and etag:
                 self.cache.put(url, etag, data, nxt)
-            return Page(data, nxt, False, url)
+            return Page(data, nxt, False, url, redirected=bool(r.history))
         if r.status_code in (403, 429):
-            wait, kind = self._rate_limit_wait(r)
+            wait, kind = self._rate_limit_wait(r, text)
             if kind is not None:
-                msg = self._describe(url, r)
+                msg = self._describe(url, r, text)
                 if kind == "secondary" and wait is None:
                     # GitHub: wait at least a minute, longer on each repeat. A wait past --max-wait
                     # stops the run like any other rate limit, instead of retrying early.
@@ -264,20 +307,22 @@ class GitHubClient:
                     self._secondary_hits += 1
                 if wait is not None and wait > self.policy.max_wait:
                     raise RateLimitError(
-                        f"{msg}; the limit lifts in {wait:.0f}s, more than the allowed wait of "
+                        f"{msg}; the limit lifts in {_duration(wait)}, more than the allowed wait of "
                         f"{self.policy.max_wait:.0f}s; run again later (fetched pages stay in the ETag cache)",
                         r.status_code,
                     )
                 raise _Retryable(msg, r.status_code, wait=wait, kind=kind)
         if r.status_code >= 500:
-            raise _Retryable(self._describe(url, r), r.status_code)
-        raise FetchError(self._describe(url, r), r.status_code)
+            raise _Retryable(self._describe(url, r, text), r.status_code)
+        raise FetchError(self._describe(url, r, text), r.status_code)
 
     # -- rate limits ----------------------------------------------------------------------------
     def _seconds_until_reset(self, r: httpx.Response) -> float | None:
         reset = r.headers.get("x-ratelimit-reset")
         if not reset or not reset.isdigit():
             return None
+        if len(reset) > 12:  # beyond year 33000: no clock to subtract (and too large for a float)
+            return MAX_SERVER_WAIT
         now = time.time()
         # The server's clock (Date header) decides; it is truncated to the second, so we err late.
         date = r.headers.get("date")
@@ -286,18 +331,18 @@ class GitHubClient:
                 now = parsedate_to_datetime(date).timestamp()
             except (TypeError, ValueError):
                 pass
-        return max(0.0, int(reset) - now) + self.policy.reset_margin
+        return min(max(0.0, int(reset) - now) + self.policy.reset_margin, MAX_SERVER_WAIT)
 
-    def _rate_limit_wait(self, r: httpx.Response) -> tuple[float | None, str | None]:
+    def _rate_limit_wait(self, r: httpx.Response, text: str) -> tuple[float | None, str | None]:
         """(seconds to wait or None for backoff, kind) for a 403/429; kind None = not a rate limit."""
         retry_after = retry_after_seconds(r.headers)  # seconds or an HTTP date
         if retry_after is not None:
-            return retry_after, "rate_limit"
+            return min(retry_after, MAX_SERVER_WAIT), "rate_limit"
         if r.headers.get("x-ratelimit-remaining") == "0":
             wait = self._seconds_until_reset(r)
             if wait is not None:
                 return wait, "rate_limit"
-        if "rate limit" in _message(r).lower():
+        if "rate limit" in _message(text).lower():
             return None, "secondary"
         return None, None
 
@@ -313,7 +358,7 @@ class GitHubClient:
             return
         if wait > self.policy.max_wait:
             raise RateLimitError(
-                f"rate limit exhausted; it resets in {wait:.0f}s, more than the allowed wait of "
+                f"rate limit exhausted; it resets in {_duration(wait)}, more than the allowed wait of "
                 f"{self.policy.max_wait:.0f}s; run again later (fetched pages stay in the ETag cache)"
             )
         log.warning("rate limit exhausted: waiting %.1fs for the reset", wait)
@@ -343,8 +388,8 @@ class GitHubClient:
         self.stats.waited_seconds += seconds
         time.sleep(seconds)
 
-    def _describe(self, url: str, r: httpx.Response) -> str:
-        msg = _message(r)
+    def _describe(self, url: str, r: httpx.Response, text: str) -> str:
+        msg = _message(text)
         hint = {
             401: " (bad credentials: check GITHUB_TOKEN)",
             404: " (no such issue or repository, or the token cannot see it)",
@@ -365,9 +410,18 @@ def _full_page(url: str, data: Any) -> bool:
     return isinstance(data, list) and per_page.isdigit() and len(data) >= int(per_page)
 
 
-def _message(r: httpx.Response) -> str:
+def _duration(seconds: float) -> str:
+    """A wait as people read it; MAX_SERVER_WAIT (where demanded waits are capped) says so."""
+    if seconds >= MAX_SERVER_WAIT:
+        return f"{MAX_SERVER_WAIT / 86400:.0f} days or more (the server's figure, capped)"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds:.0f}s"
+
+
+def _message(text: str) -> str:
     try:
-        body = r.json()
+        body = loads(text)
     except ValueError:
-        return r.text[:200].strip()
-    return str(body.get("message", "")) if isinstance(body, dict) else ""
+        return text[:200].strip()
+    return str(body.get("message", ""))[:300] if isinstance(body, dict) else ""

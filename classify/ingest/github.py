@@ -23,7 +23,12 @@ class FetchResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     skipped_prs: list[str] = field(default_factory=list)  # URLs of pull requests left out
     failures: list[tuple[str, str]] = field(default_factory=list)  # (issue reference, reason)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (issue URL, why) of listed items left out
     stats: FetchStats | None = None
+
+    def skip(self, url: str, why: str) -> None:
+        log.warning("skipped %s: %s", url, why)
+        self.skipped.append((url, why))
 
 
 def normalize_since(text: str) -> str:
@@ -89,7 +94,7 @@ def fetch_repo_comments(
     params = {"sort": "created", "direction": "asc", "per_page": per_page}
     for page in client.paginate(f"/repos/{owner}/{name}/issues/comments", params):
         for c in _objects(page, "comment"):
-            m = re.search(r"/issues/(\d+)$", c.get("issue_url") or "")
+            m = re.search(r"/issues/(\d+)$", c["issue_url"]) if isinstance(c.get("issue_url"), str) else None
             if m:
                 by_number.setdefault(int(m.group(1)), []).append(c)
     return by_number
@@ -133,9 +138,30 @@ def fetch_repo_issues(
     issues: dict[int, dict] = {}
     all_comments = 0  # comments on every listed item, pull requests included
     complete = True
+    expected: tuple[str, str] | None = None  # the repository the listing is of, lower case
     for page in client.paginate(f"/repos/{owner}/{name}/issues", params):
         for i, item in enumerate(page.data, 1):
             _check_issue(item, f"GET {page.url}: item {i}")
+            url = item["html_url"]
+            try:
+                item_owner, item_name, _, _ = parse_issue_ref(url)
+                if isinstance(item.get("comments"), bool) or not isinstance(item.get("comments") or 0, int):
+                    raise RefError(f"comments is {item['comments']!r}, not a count")
+                if "pull_request" not in item:
+                    rest_issue_to_row(item, [])  # every field of the right type, before its comments are fetched
+            except RefError as e:
+                result.skip(url, str(e))
+                continue
+            named = (item_owner.lower(), item_name.lower())
+            if expected is None:
+                # A renamed repository answers through a redirect, its items named by the new name.
+                expected = named if page.redirected else (owner.lower(), name.lower())
+            if named != expected:
+                # Stored under that repository's id, it would pass for one of its issues.
+                result.skip(
+                    url, f"the listing of {owner}/{name} names {item_owner}/{item_name}, not {'/'.join(expected)}"
+                )
+                continue
             all_comments += item.get("comments") or 0
             # The issues endpoint lists pull requests too; they carry a `pull_request` key.
             if "pull_request" in item:
@@ -177,7 +203,10 @@ def fetch_repo_issues(
                     want,
                 )
             thread = fetch_comments(client, owner, name, n, per_page)
-        result.rows.append(rest_issue_to_row(issue, thread, skip_bot_comments=skip_bot_comments))
+        try:
+            result.rows.append(rest_issue_to_row(issue, thread, skip_bot_comments=skip_bot_comments))
+        except RefError as e:  # a malformed comment
+            result.skip(issue["html_url"], str(e))
     return result
 
 
@@ -249,7 +278,11 @@ def fetch_issue_refs(
         if "pull_request" in issue:
             result.skipped_prs.append(ref)
             continue
-        row = _row_for(client, issue, per_page, skip_bot_comments)
+        try:
+            row = _row_for(client, issue, per_page, skip_bot_comments)
+        except RefError as e:  # a field of the wrong type: that issue fails, the others go on
+            result.failures.append((ref, str(e)))
+            continue
         # A renamed or transferred repository redirects: the canonical id may differ from the URL's.
         if row["id"] != rid:
             if duplicate(row["id"], ref, extra):

@@ -8,7 +8,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import CORE_FIELDS, FORMATS, RecordsError, read_rows, row_problems
+from classify.core.jsontext import MAX_JSON_DEPTH, too_deep_at
+from classify.core.records import (
+    CORE_FIELDS,
+    FORMATS,
+    ID_FROM,
+    RecordsError,
+    read_rows,
+    row_problems,
+    with_content_ids,
+)
 from classify.core.textio import read_text
 from classify.ingest.normalize import (
     RefError,
@@ -28,6 +37,10 @@ def _json_values(text: str, source: str) -> list[Any]:
     dec = json.JSONDecoder()
     values: list[Any] = []
     i, n = 0, len(text)
+    deep = too_deep_at(text)
+    if deep is not None:
+        line = text.count("\n", 0, deep) + 1
+        raise RecordsError(f"{source}: invalid JSON at line {line}: nested deeper than {MAX_JSON_DEPTH} levels")
     while True:
         while i < n and text[i].isspace():
             i += 1
@@ -126,7 +139,9 @@ def import_table(
         raise RecordsError(f"{path}: mapped columns not found: {missing}; columns are: {columns}")
     sources = set(mapping.values())
     default_owner_name = parse_repo(repo) if repo else None
+    id_column = mapping.get("id", "id") in columns
     rows, bad = [], []
+    no_identity: list[dict[str, Any]] = []  # rows with no id column, url or repo+number: ids from content
     for n, r in enumerate(raw, 1):
         row: dict[str, Any] = {}
         for k, v in r.items():
@@ -141,20 +156,32 @@ def import_table(
             bad.append(f"row {n}: {'; '.join(wrong)}")
             continue
         try:
-            _fill_identity(row, default_owner_name)
+            identified = _fill_identity(row, default_owner_name)
         except (RefError, ValueError) as e:
             bad.append(f"row {n}: {e}")
+            continue
+        if not identified and (id_column or row.get("number") not in (None, "")):
+            # an id column with a gap, or a number without its repository: a mistake, not a file without ids
+            hint = " (a number needs its repository: a repo column or --repo)" if not id_column else ""
+            bad.append(f"row {n}: no id column value, and no url or repo+number to derive one from{hint}")
             continue
         for k in ("title", "body", "discussion"):
             row[k] = "" if row.get(k) is None else str(row[k])
         row.setdefault("source", "table")
-        rows.append({**{k: row.get(k) for k in CORE_FIELDS}, **row})
+        rows.append(row)
+        if not identified:
+            no_identity.append(row)
     if bad:
         raise RecordsError(f"{path}: {len(bad)} unusable rows: " + "; ".join(bad[:10]))
-    return rows
+    for row, derived in zip(
+        no_identity, with_content_ids([{k: v for k, v in r.items() if k != "id"} for r in no_identity], path)
+    ):
+        row["id"], row[ID_FROM] = derived["id"], derived[ID_FROM]
+    return [{**{k: row.get(k) for k in CORE_FIELDS}, **row} for row in rows]
 
 
-def _fill_identity(row: dict[str, Any], default_repo: tuple[str, str] | None) -> None:
+def _fill_identity(row: dict[str, Any], default_repo: tuple[str, str] | None) -> bool:
+    """Give `row` its id (as given, else from url or repo + number); False when nothing names it."""
     url = row.get("url")
     if url:
         owner, name, number, _ = parse_issue_ref(str(url))
@@ -168,9 +195,10 @@ def _fill_identity(row: dict[str, Any], default_repo: tuple[str, str] | None) ->
         row["number"] = _issue_number(row["number"])
     if row.get("id") in (None, ""):
         if not row.get("repo") or row.get("number") is None:
-            raise ValueError("no id column, and no url or repo+number to derive one from")
+            return False
         row["id"] = issue_id(parse_repo(str(row["repo"]))[1], row["number"])
     row["id"] = str(row["id"])
+    return True
 
 
 def _issue_number(v: Any) -> int:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from classify.core.errors import ClassifyError
+from classify.core.records import kind_of
 
 # https://github.com/o/n/issues/1, .../pull/1 (any host: GitHub Enterprise too), api URLs, and o/n#1.
 _WEB_URL = re.compile(r"^https?://[^/\s]+/(?:repos/)?([\w.-]+)/([\w.-]+)/(issues|pull|pulls)/(\d+)/?(?:[?#].*)?$")
@@ -24,6 +25,13 @@ _REPO = re.compile(r"^([\w.-]+)/([\w.-]+)$")
 
 class RefError(ClassifyError, ValueError):
     pass
+
+
+def _names(owner: str, name: str, text: str) -> tuple[str, str]:
+    # `..` and `.` match the name pattern, but would make a request path step up (`/repos/a/..`).
+    if set(owner) <= {"."} or set(name) <= {"."}:
+        raise RefError(f"not a repository: {text!r} (expected OWNER/NAME)")
+    return owner, name
 
 
 def issue_id(repo_name: str, number: int) -> str:
@@ -38,7 +46,7 @@ def parse_repo(text: str) -> tuple[str, str]:
     m = _REPO.match(s)
     if not m:
         raise RefError(f"not a repository: {text!r} (expected OWNER/NAME)")
-    return m.group(1), m.group(2)
+    return _names(m.group(1), m.group(2), text)
 
 
 def parse_issue_ref(text: str) -> tuple[str, str, int, bool]:
@@ -46,16 +54,44 @@ def parse_issue_ref(text: str) -> tuple[str, str, int, bool]:
     s = text.strip()
     m = _WEB_URL.match(s)
     if m:
-        return m.group(1), m.group(2), int(m.group(4)), m.group(3) != "issues"
+        return (*_names(m.group(1), m.group(2), text), int(m.group(4)), m.group(3) != "issues")
     m = _SHORT_REF.match(s)
     if m:
-        return m.group(1), m.group(2), int(m.group(3)), False
+        return (*_names(m.group(1), m.group(2), text), int(m.group(3)), False)
     raise RefError(f"not an issue URL: {text!r} (expected https://github.com/OWNER/NAME/issues/N or OWNER/NAME#N)")
 
 
-def _text(v: Any) -> str:
+def _text(v: Any, what: str) -> str:
+    """A text field; anything else is refused by name (`str()` would make `{'a': 1}` a title)."""
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise RefError(f"{what} is {kind_of(v)}, not text")
     # GitHub bodies carry Windows line ends; one convention keeps text hashes (caches) stable.
-    return str(v or "").replace("\r\n", "\n").replace("\r", "\n").strip()
+    return v.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _optional_text(item: dict[str, Any], key: str) -> str | None:
+    """A field that is text or absent (timestamps, state)."""
+    v = item.get(key)
+    if v is not None and not isinstance(v, str):
+        raise RefError(f"{key} is {kind_of(v)}, not text")
+    return v
+
+
+def _labels(v: Any) -> list[str]:
+    """Label names from a list of label objects (REST, gh) or names; `"bug"` is not ["b", "u", "g"]."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise RefError(f"labels is {'text' if isinstance(v, str) else kind_of(v)}, not a list")
+    out = []
+    for i, lb in enumerate(v, 1):
+        name = lb.get("name") if isinstance(lb, dict) else lb
+        if not isinstance(name, str):
+            raise RefError(f"label {i} is {kind_of(lb)}, not a label name or object")
+        out.append(name)
+    return out
 
 
 def format_comment(author: str, created_at: str | None, body: str) -> str:
@@ -69,7 +105,15 @@ def join_discussion(comments: list[tuple[str, str | None, str]]) -> str:
 
 def _login(user: Any) -> str:
     # Deleted accounts come back as null users; GitHub shows them as "ghost".
-    return (user or {}).get("login") or "ghost"
+    if user is None:
+        return "ghost"
+    if not isinstance(user, dict) or not isinstance(user.get("login"), (str, type(None))):
+        raise RefError(f"user {str(user)[:60]!r} is not a user object with a login name")
+    return user.get("login") or "ghost"
+
+
+def _is_bot(user: Any, key: str) -> bool:
+    return isinstance(user, dict) and bool(user.get(key))
 
 
 def rest_issue_to_row(
@@ -78,24 +122,24 @@ def rest_issue_to_row(
     """A REST `issue` object plus its REST `comment` objects -> one row."""
     owner, name, number, _ = parse_issue_ref(issue["html_url"])
     kept = [
-        (_login(c.get("user")), c.get("created_at"), _text(c.get("body")))
-        for c in comments
-        if not (skip_bot_comments and (c.get("user") or {}).get("type") == "Bot")
+        (_login(c.get("user")), _optional_text(c, "created_at"), _text(c.get("body"), f"comment {i} body"))
+        for i, c in enumerate(comments, 1)
+        if not (skip_bot_comments and isinstance(c.get("user"), dict) and c["user"].get("type") == "Bot")
     ]
     return {
         "id": issue_id(name, number),
         "repo": f"{owner}/{name}",
         "number": number,
         "url": issue["html_url"],
-        "title": _text(issue.get("title")),
-        "body": _text(issue.get("body")),
+        "title": _text(issue.get("title"), "title"),
+        "body": _text(issue.get("body"), "body"),
         "discussion": join_discussion(kept),
-        "created_at": issue.get("created_at"),
-        "state": issue.get("state"),
-        "state_reason": issue.get("state_reason"),
-        "labels": [lb["name"] if isinstance(lb, dict) else str(lb) for lb in issue.get("labels") or []],
-        "closed_at": issue.get("closed_at"),
-        "updated_at": issue.get("updated_at"),
+        "created_at": _optional_text(issue, "created_at"),
+        "state": _optional_text(issue, "state"),
+        "state_reason": _optional_text(issue, "state_reason"),
+        "labels": _labels(issue.get("labels")),
+        "closed_at": _optional_text(issue, "closed_at"),
+        "updated_at": _optional_text(issue, "updated_at"),
         "author": _login(issue.get("user")),
         "source": "github-api",
     }
@@ -113,7 +157,7 @@ def gh_cli_issue_to_row(
     if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
         raise RefError(f"`number` {number!r} is not an integer")
     if item.get("url"):
-        owner, name, number, _ = parse_issue_ref(item["url"])
+        owner, name, number, _ = parse_issue_ref(_text(item["url"], "url"))
     elif repo and number is not None:
         owner, name = parse_repo(repo)
     else:
@@ -123,29 +167,29 @@ def gh_cli_issue_to_row(
     comments = item.get("comments") or []
     if not isinstance(comments, list):  # `--json comments` gives a list; anything else is a count or garbage
         comments = []
+    if not all(isinstance(c, dict) for c in comments):
+        raise RefError("comments holds something other than comment objects")
     kept = [
-        (_login(c.get("author")), c.get("createdAt"), _text(c.get("body")))
-        for c in comments
-        if not (
-            skip_bot_comments and ((c.get("author") or {}).get("is_bot") or _login(c.get("author")).endswith("[bot]"))
-        )
+        (_login(c.get("author")), _optional_text(c, "createdAt"), _text(c.get("body"), f"comment {i} body"))
+        for i, c in enumerate(comments, 1)
+        if not (skip_bot_comments and (_is_bot(c.get("author"), "is_bot") or _login(c.get("author")).endswith("[bot]")))
     ]
-    state = item.get("state")
-    reason = item.get("stateReason")
+    state = _optional_text(item, "state")
+    reason = _optional_text(item, "stateReason")
     return {
         "id": issue_id(name, number),
         "repo": f"{owner}/{name}",
         "number": int(number),
         "url": item.get("url") or f"https://github.com/{owner}/{name}/issues/{number}",
-        "title": _text(item.get("title")),
-        "body": _text(item.get("body")),
+        "title": _text(item.get("title"), "title"),
+        "body": _text(item.get("body"), "body"),
         "discussion": join_discussion(kept),
-        "created_at": item.get("createdAt"),
-        "state": state.lower() if isinstance(state, str) else state,
-        "state_reason": reason.lower() if isinstance(reason, str) and reason else None,
-        "labels": [lb["name"] if isinstance(lb, dict) else str(lb) for lb in item.get("labels") or []],
-        "closed_at": item.get("closedAt"),
-        "updated_at": item.get("updatedAt"),
+        "created_at": _optional_text(item, "createdAt"),
+        "state": state.lower() if state else state,
+        "state_reason": reason.lower() if reason else None,
+        "labels": _labels(item.get("labels")),
+        "closed_at": _optional_text(item, "closedAt"),
+        "updated_at": _optional_text(item, "updatedAt"),
         "author": _login(item.get("author")) if "author" in item else None,
         "source": "gh-json",
     }

@@ -15,12 +15,15 @@ Rows still waiting for people keep `<dim>_status: review` and no label.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from classify.core import paths
 from classify.core.errors import ClassifyError
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import RecordsError, read_rows, write_rows
@@ -28,6 +31,7 @@ from classify.core.taxonomy import Taxonomy, load_taxonomy
 from classify.labeling.routing import routable_dimensions
 
 CODED = "coded"
+log = logging.getLogger("classify")
 
 
 class MergeError(ClassifyError):
@@ -57,11 +61,60 @@ def _coders_of(row: dict[str, Any]) -> str:
     return who + (" (adjudicated)" if row.get("adjudication_note") else "")
 
 
+def _row_id(path: Path, n: int, row: dict[str, Any]) -> str:
+    rid = row.get("id")
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
+        raise MergeError(f"{path}: row {n} has no usable id (`id` is {rid!r}): {str(row)[:120]}")
+    return str(rid)
+
+
+def _bad_number(key: str, v: Any) -> bool:
+    """NaN / Infinity anywhere (JSON has no such numbers), and a confidence outside [0, 1]."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return True
+    if key == "confidence" or key.endswith("_confidence"):
+        return v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1)
+    return False
+
+
+def _null_bad_numbers(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Null, with one warning naming them, the values that would be written as non-standard JSON
+    (NaN, Infinity) or that no confidence can be; nested values (`<dim>_proba`) too."""
+    found: list[str] = []
+
+    def clean(where: str, key: str, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: clean(f"{where}.{k}", str(k), x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(f"{where}[{i}]", key, x) for i, x in enumerate(v)]
+        if _bad_number(key, v):
+            found.append(f"{where} = {v!r}")
+            return None
+        return v
+
+    for n, row in enumerate(rows, 1):
+        for k in list(row):
+            row[k] = clean(f"id {row.get('id', f'(row {n})')}: {k}", k, row[k])
+    if found:
+        more = f" (+{len(found) - 5} more)" if len(found) > 5 else ""
+        log.warning(
+            "%s: %d values are not finite numbers (or confidences outside [0, 1]); written as null: %s%s",
+            path,
+            len(found),
+            "; ".join(found[:5]),
+            more,
+        )
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
     try:
-        return read_rows(path)
+        rows = read_rows(path)
     except RecordsError as e:
         raise MergeError(str(e)) from e
+    for n, row in enumerate(rows, 1):
+        _row_id(path, n, row)
+    _null_bad_numbers(path, rows)
+    return rows
 
 
 def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
@@ -69,10 +122,7 @@ def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
     origin: dict[str, Path] = {}
     for p in paths:
         for row in _read(p):
-            rid = row.get("id")
-            if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
-                raise MergeError(f"{p}: a row without a usable id: {str(row)[:120]}")
-            rid = str(rid)
+            rid = str(row["id"])
             for d in tax.dimension_ids:
                 if d in row:
                     problem = tax.validate_label(d, row[d])
@@ -82,7 +132,7 @@ def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
                 gd = f"{d}_group"
                 groups = tax.dimensions[d].groups
                 if gd in row and row[gd] is not None:
-                    if not groups or row[gd] not in groups:
+                    if not groups or not isinstance(row[gd], str) or row[gd] not in groups:
                         allowed = ", ".join(groups) or f"none: {d} has no groups"
                         raise MergeError(f"{p}: id {rid}: unknown {gd} {row[gd]!r} (allowed: {allowed}, or null)")
                     if d in row and row[d] is not None and tax.dimensions[d].group_of(row[d]) != row[gd]:
@@ -112,7 +162,8 @@ def merge_coded(
     coded_paths = [Path(c) for c in coded]
     if not coded_paths:
         raise MergeError("give at least one --coded file")
-    refuse_output_over_inputs(out, [labels, *coded_paths], flag="--out", error=MergeError)
+    tax_path = Path(taxonomy) if taxonomy else paths.default_taxonomy()
+    refuse_output_over_inputs(out, [labels, *coded_paths, tax_path], flag="--out", error=MergeError)
     if out.exists() and not force:
         raise MergeError(f"{out} exists; pass --force to overwrite it")
     tax = load_taxonomy(taxonomy)

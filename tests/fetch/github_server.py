@@ -39,9 +39,10 @@ class Fault:
     match: str  # regular expression searched in "path?query"
     status: int | None = 502  # None: serve normally, but with `headers` added
     headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None  # dict -> JSON, str -> sent as text/html
+    body: Any = None  # dict -> JSON, str -> sent as text/html, bytes -> sent as they are
     times: int = 1
     drop: bool = False  # close the connection without answering
+    trickle: float = 0.0  # seconds between the bytes of the body (a slow-loris server)
     hits: int = 0
 
     @classmethod
@@ -366,7 +367,7 @@ def _make_handler(gh: LocalGitHub):
                 self.close_connection = True
                 return
             if fault and fault.status is not None:
-                return self._send(entry, fault.status, fault.headers, fault.body)
+                return self._send(entry, fault.status, fault.headers, fault.body, trickle=fault.trickle)
             if fault:
                 extra_headers = fault.headers
             with gh._lock:
@@ -374,9 +375,17 @@ def _make_handler(gh: LocalGitHub):
             self._send(entry, status, {**headers, **extra_headers}, body, conditional=True)
 
         def _send(
-            self, entry: Logged, status: int, headers: dict[str, str], body: Any, conditional: bool = False
+            self,
+            entry: Logged,
+            status: int,
+            headers: dict[str, str],
+            body: Any,
+            conditional: bool = False,
+            trickle: float = 0.0,
         ) -> None:
-            if isinstance(body, str):
+            if isinstance(body, bytes):  # sent as given (with a content-encoding header: compressed)
+                payload, ctype = body, "application/json"
+            elif isinstance(body, str):
                 payload, ctype = body.encode(), "text/html; charset=utf-8"
             else:
                 payload, ctype = json.dumps(body).encode(), "application/json; charset=utf-8"
@@ -412,6 +421,15 @@ def _make_handler(gh: LocalGitHub):
             self.send_header("content-type", ctype)
             self.send_header("content-length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if not trickle:
+                self.wfile.write(payload)
+                return
+            try:
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle)
+            except OSError:  # the client gave up and closed the connection
+                self.close_connection = True
 
     return Handler

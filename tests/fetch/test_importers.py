@@ -191,7 +191,7 @@ def test_csv_ids_from_repo_and_number(tmp_path):
         ("triton-12", 12, "triton-lang/triton"),
         ("triton-13", 13, "triton-lang/triton"),
     ]
-    with pytest.raises(RecordsError, match=r"2 unusable rows: row 1: no id column"):
+    with pytest.raises(RecordsError, match=r"2 unusable rows: row 1: no id column value.*--repo"):
         import_table(src, {"number": "Number", "title": "Title"})
     with pytest.raises(RecordsError, match=r"mapped columns not found: \['Body'\]; columns are: \['Number', 'Title'\]"):
         import_table(src, {"body": "Body"}, repo="o/r")
@@ -294,3 +294,37 @@ def test_gh_export_number_must_be_an_integer(tmp_path):
 def test_fetched_rows_with_wrong_types_are_refused(tmp_path):
     with pytest.raises(RecordsError, match=r"fetched rows: .*row 1: id 1.0 is a float"):
         write_fetched(tmp_path / "o.jsonl", [{"id": 1.0, "title": "t"}])
+
+
+def test_gh_json_deeply_nested_names_file_and_line(tmp_path):
+    p = tmp_path / "gh.json"
+    p.write_text('[{"number": 1, "title": "ok", "url": "https://github.com/o/n/issues/1"}]\n' + "[" * 3000 + "]" * 3000)
+    with pytest.raises(RecordsError, match=r"gh.json: invalid JSON at line 2: nested deeper than 200 levels"):
+        import_gh_json(p)
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("labels", "bug", "labels is text, not a list"),
+        ("labels", [{"name": 3}], "label 1 is an object"),
+        ("title", {"a": 1}, "title is an object, not text"),
+        ("body", ["x"], "body is a list, not text"),
+        ("author", "alice", "user .alice. is not a user object"),
+        ("state", 3, "state is a number, not text"),
+    ],
+)
+def test_gh_json_malformed_fields_are_refused_by_name(tmp_path, field, value, problem):
+    item = {"number": 1, "title": "ok", "url": "https://github.com/o/n/issues/1", field: value}
+    p = tmp_path / "gh.json"
+    p.write_text(json.dumps([item]))
+    with pytest.raises(RecordsError, match=rf"gh.json: 1 unusable items: item 1: {problem}"):
+        import_gh_json(p)
+
+
+def test_rest_export_labels_string_is_refused(tmp_path):
+    item = {"number": 1, "title": "ok", "html_url": "https://github.com/o/n/issues/1", "labels": "bug"}
+    p = tmp_path / "rest.json"
+    p.write_text(json.dumps([item]))
+    with pytest.raises(RecordsError, match="labels is text, not a list"):
+        import_gh_json(p)
