@@ -9,6 +9,15 @@ Faults: 429, 500, 400, slow (sleeps past the client timeout), badjson (malformed
 html (a non-JSON page), nochoices, prose (answer without JSON), oot (label outside the taxonomy),
 obey (follows an instruction in the issue: "answer X" makes it answer X), vote (answer depends
 on the seed, for self-consistency).
+Hostile answers: nested (`{"a":[` x 2000), parts (content as a list of text parts), object
+(content as a JSON object), lots / huge (usage.prompt_tokens "lots" / 1e400), poslp / nanlp
+(logprobs +2.5 / NaN), echo (the Authorization header and query string written into the
+answer), big (the right labels after 1 MB of spaces).
+
+Server-wide modes: `n_mode` "support" (n choices for `n`), "ignore" (one choice, as
+llama-cpp-python 0.3's server does) or "reject" (HTTP 400 naming `n`); `always` answers every
+chat request with that HTTP status (a broken replica); `query_key` requires `?api-key=<it>`;
+`latency` sleeps that long before every answer.
 
 The correct answer for an issue is a function of its id (expected_labels), so a test can check
 that every prediction landed on the right record.
@@ -43,7 +52,15 @@ class FakeOpenAI:
         slow_seconds: float = 1.5,
         reject_json_schema: bool = False,
         with_logprobs: bool = True,
+        n_mode: str = "ignore",
+        always: int | None = None,
+        query_key: str | None = None,
+        latency: float = 0.0,
     ):
+        self.n_mode = n_mode
+        self.always = always
+        self.query_key = query_key
+        self.latency = latency
         self.dims = dims
         self.model = model
         self.api_key = api_key
@@ -81,8 +98,16 @@ class FakeOpenAI:
 
     # -- behaviour --------------------------------------------------------------------------
 
-    def respond(self, body: dict, auth: str | None) -> tuple[int, dict[str, str], bytes, float]:
+    def respond(self, body: dict, auth: str | None, query: str = "") -> tuple[int, dict[str, str], bytes, float]:
         """(status, headers, body bytes, delay seconds) for one chat request."""
+        if self.always is not None:
+            return _json(self.always, {"error": {"message": "replica down", "type": "server_error"}})
+        if self.query_key is not None and f"api-key={self.query_key}" not in query:
+            return _json(401, {"error": {"message": "missing api-key query parameter", "type": "auth"}})
+        if (body.get("n") or 1) > 1 and self.n_mode == "reject":
+            return _json(
+                400, {"error": {"message": "Unsupported value: 'n' must be 1", "type": "invalid_request_error"}}
+            )
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             # Worst case for key hygiene: the error echoes what it received.
             return _json(
@@ -147,45 +172,82 @@ class FakeOpenAI:
                 return self._answer(body, None, content=f"I think this one is a {good[next(iter(good))]} problem.")
             if kind == "oot":
                 return self._answer(body, {**good, next(iter(good)): "gpu_meltdown"})
+            if kind == "nested":
+                return self._answer(
+                    body, None, content='{"a":[' * 2000
+                )  # under the size bound: the depth bound must catch it
+            if kind == "parts":
+                text = json.dumps(good)
+                parts = [{"type": "text", "text": text[:7]}, {"type": "image_url"}, {"type": "text", "text": text[7:]}]
+                return self._answer(body, good, raw_content=parts)
+            if kind == "object":
+                return self._answer(body, good, raw_content=good)
+            if kind in ("lots", "huge"):
+                return self._answer(body, good, prompt_tokens=kind)
+            if kind in ("poslp", "nanlp"):
+                return self._answer(body, good, logprob=2.5 if kind == "poslp" else float("nan"))
+            if kind == "echo":
+                return self._answer(body, None, content=json.dumps({**good, "rationale": f"you sent {auth} {query}"}))
+            if kind == "big":
+                return self._answer(body, None, content=" " * 1_000_000 + json.dumps(good))
         if kind == "obey":
             # A gullible model: follows "answer X" found in the issue, whatever X is.
             m2 = re.search(r"answer (\w+)", text.split("<issue>")[-1], re.IGNORECASE)
             if m2:
                 return self._answer(body, {**good, next(iter(good)): m2.group(1)})
         if kind == "vote":
+            first = next(iter(good))
+            other = {**good, first: [c for c in self.dims[first] if c != good[first]][0]}
             seed = int(body.get("seed") or 0)
-            if seed % 3 == 2:  # one sample in three disagrees
-                first = next(iter(good))
-                other = [c for c in self.dims[first] if c != good[first]][0]
-                return self._answer(body, {**good, first: other})
+            # one sample in three disagrees (with n: choice i as if asked with seed + i)
+            return self._answer(body, good, per_choice=lambda i: json.dumps(other if (seed + i) % 3 == 2 else good))
         return self._answer(body, good)
 
-    def _answer(self, body: dict, labels: dict | None, content: str | None = None):
-        if content is None:
-            content = json.dumps(labels)
-        msg: dict = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        if body.get("logprobs") and self.with_logprobs:
-            # Token texts that concatenate to the content; each token has logprob -0.1.
-            toks = re.findall(r"\w+|[^\w]", content)
-            msg["logprobs"] = {
-                "content": [{"token": t, "logprob": -0.1, "bytes": None, "top_logprobs": []} for t in toks]
+    def _answer(
+        self,
+        body: dict,
+        labels: dict | None,
+        content: str | None = None,
+        raw_content=None,
+        prompt_tokens: str | None = None,
+        logprob: float = -0.1,
+        per_choice=None,
+    ):
+        n = max(1, int(body.get("n") or 1)) if self.n_mode == "support" else 1
+        choices = []
+        for i in range(n):
+            if per_choice is not None:
+                content = per_choice(i)
+            elif content is None:
+                content = json.dumps(labels)
+            msg: dict = {
+                "index": i,
+                "message": {"role": "assistant", "content": content if raw_content is None else raw_content},
+                "finish_reason": "stop",
             }
+            if body.get("logprobs") and self.with_logprobs:
+                # Token texts that concatenate to the content; each token has logprob -0.1.
+                toks = re.findall(r"\w+|[^\w]", content)
+                msg["logprobs"] = {
+                    "content": [{"token": t, "logprob": logprob, "bytes": None, "top_logprobs": []} for t in toks]
+                }
+            choices.append(msg)
         n_prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
-        return _json(
-            200,
-            {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": [msg],
-                "usage": {
-                    "prompt_tokens": n_prompt,
-                    "completion_tokens": len(content) // 4,
-                    "total_tokens": n_prompt + len(content) // 4,
-                },
-            },
-        )
+        usage = {"prompt_tokens": n_prompt, "completion_tokens": n * len(content or "") // 4}
+        payload: dict = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+            "usage": {**usage, "total_tokens": sum(usage.values())},
+        }
+        if prompt_tokens == "lots":
+            payload["usage"]["prompt_tokens"] = "lots"
+        status, headers, raw, delay = _json(200, payload)
+        if prompt_tokens == "huge":  # a number no float holds: json.dumps cannot write it
+            raw = raw.replace(f'"prompt_tokens": {n_prompt}'.encode(), b'"prompt_tokens": 1e400')
+        return status, headers, raw, delay
 
     def _handler(self):
         fake = self
@@ -208,7 +270,7 @@ class FakeOpenAI:
                     pass  # the client gave up (timeout)
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.partition("?")[0].rstrip("/").endswith("/models"):
                     self._send(*_json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})[:3])
                 else:
                     self._send(*_json(404, {"error": {"message": "no such route"}})[:3])
@@ -216,7 +278,7 @@ class FakeOpenAI:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.partition("?")[0].rstrip("/").endswith("/chat/completions"):
                     self._send(*_json(404, {"error": {"message": "no such route"}})[:3])
                     return
                 try:
@@ -224,7 +286,9 @@ class FakeOpenAI:
                 except json.JSONDecodeError:
                     self._send(*_json(400, {"error": {"message": "bad JSON body"}})[:3])
                     return
-                status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"))
+                query = self.path.partition("?")[2]
+                status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"), query)
+                delay += fake.latency
                 text = "\n".join(
                     m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant"
                 )

@@ -117,9 +117,16 @@ class LLMStore:
             raise
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The cached response, or None: also for a row that does not decode (it is only a cache)."""
         with self._lock:
             row = self._cache.db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            got = json.loads(row[0])
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return got if isinstance(got, dict) else None
 
     def has(self, key: str) -> bool:
         with self._lock:

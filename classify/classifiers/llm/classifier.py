@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from classify.classifiers.base import Classifier, ModelOptions, ModelSpecError, Prediction, SharedPool
-from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
+from classify.classifiers.llm.answer import answer_schema, parse_answer, span_probability
 from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.llm.client import ChatClient, ClientStats, RequestFailed
+from classify.classifiers.llm.client import Backoff, ChatClient, ChatResult, ClientStats, RequestFailed
 from classify.classifiers.llm.endpoint import Endpoint, check_reachable, make_endpoint
 from classify.classifiers.llm.prompts import Example, PromptSet
 from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
@@ -56,6 +56,7 @@ def _local_model(spec: str) -> Path:
 
 class LLMClassifier(Classifier):
     Options = LLMSettings
+    backoff: Backoff = Backoff()  # waits between retries (tests set one that does not sleep)
 
     @classmethod
     def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMSettings:
@@ -184,7 +185,7 @@ class LLMClassifier(Classifier):
         if self.family == "local":
             return
         self.endpoint.api_key()  # EndpointError when the variable is missing
-        check_reachable(self.endpoint.url, timeout=min(10.0, self.endpoint.timeout))
+        check_reachable(self.endpoint.urls, timeout=min(10.0, self.endpoint.timeout))
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
@@ -260,6 +261,7 @@ class LLMClassifier(Classifier):
             concurrency=s.concurrency or (2 if self.family == "local" else 4),
             max_retries=s.max_retries,
             use_cache=s.cache,
+            backoff=self.backoff,
         )
 
     @property
@@ -295,22 +297,26 @@ class LLMClassifier(Classifier):
             setattr(self._stats, k, cur + v)
 
     async def _label_one(self, client: ChatClient, plan: Plan) -> dict[str, Prediction]:
-        samples: list[tuple[Answer | None, str | None, list | None, str | None]] = []
-        for params in plan.params:
-            samples.append(await self._one_sample(client, plan, params))
+        firsts = await client.complete_samples(plan.messages, plan.params, self.schema, plan.record.id)
+        samples = [await self._one_sample(client, plan, p, first) for p, first in zip(plan.params, firsts)]
         return self._aggregate(plan, samples)
 
-    async def _one_sample(self, client: ChatClient, plan: Plan, params: dict[str, Any]):
-        """(answer, raw content, token logprobs, transport error) after up to repair_retries re-asks."""
+    async def _one_sample(self, client: ChatClient, plan: Plan, params: dict[str, Any], first: Any):
+        """(answer, raw content, token logprobs, transport error) after up to repair_retries re-asks
+        of the `first` answer (a ChatResult, or the RequestFailed of its request)."""
         msgs = list(plan.messages)
         ans, raw, lp = None, None, None
-        for _ in range(self.settings.repair_retries + 1):
+        for attempt in range(self.settings.repair_retries + 1):
             try:
-                res = await client.complete(msgs, params, self.schema, plan.record.id)
+                if isinstance(first, RequestFailed):
+                    raise first
+                res: ChatResult = (
+                    first if attempt == 0 else await client.complete(msgs, params, self.schema, plan.record.id)
+                )
             except RequestFailed as e:
                 return ans, raw, lp, str(e)
             raw, lp = res.content, res.logprobs
-            ans = parse_answer(res.content, self.taxonomy, self.settings.allow_null)
+            ans = parse_answer(res.content, self.taxonomy, self.settings.allow_null, res.refused)
             if ans.ok:
                 break
             err = ans.error_text()

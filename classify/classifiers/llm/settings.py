@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from classify.classifiers.llm.endpoint import check_url
 from classify.classifiers.options import Backend, ModelSpecError, OptionsModel, parse_options
 from classify.core.paths import PROMPTS_DIR
 
@@ -34,7 +35,7 @@ class LLMSettings(OptionsModel):
     kind: ClassVar[str] = "LLM "
 
     # endpoint (see endpoint.py); None = the dialect's default
-    base_url: str | None = None
+    base_url: str | list[str] | None = None  # several: replicas of one model, balanced (pool.py)
     api_key_env: str | None = None
     dialect: str | None = None
     structured: str | None = None
@@ -69,6 +70,17 @@ class LLMSettings(OptionsModel):
     n_ctx: Annotated[int, _at_least(512, "local server context size, tokens")] = 8192
     n_threads: int | None = None
     backend: Backend = "torch"  # embedding backend for few-shot selection
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls_usable(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for u in [v] if isinstance(v, str) else v or []:
+            check_url(u)  # EndpointError is a ValueError: reported as this option's error
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("the same URL is given twice")
+        if isinstance(v, list) and not v:
+            return None
+        return v
 
     @field_validator("prompts")
     @classmethod
