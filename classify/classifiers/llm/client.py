@@ -337,66 +337,74 @@ class ChatClient:
             # Built inside the semaphore: a request queued behind a refused one uses the new style.
             style, want_lp = self.style, self.logprobs
             route = self.pool.pick()
-            body = self._body(messages, params, schema, style, want_lp)
-            # One request with `n` to a server not yet known to honour it; the others meanwhile
-            # ask for one choice (and the rest of their samples one by one).
-            ask_n = n > 1 and route.n_support is not False and (route.n_support or not route.probing_n)
-            probe = ask_n and route.n_support is None
-            if ask_n:
-                body["n"] = n
-                route.probing_n = route.probing_n or probe
-            log = dict(
-                run_id=self.run_id,
-                endpoint=route.name,
-                model=self.endpoint.model,
-                record_id=record_id,
-                key=key,
-                attempt=attempt,
-                messages=messages,
-                params={k: v for k, v in body.items() if k not in ("messages", "model")},
-            )
-            t0 = time.perf_counter()  # latency of the request itself, not of the queue before it
-            self.stats.requests += 1
-            status: int | None
-            err: Exception | None
-            resp: Any = None
+            verdict: bool | None = None  # the server's fault (True), answered (False), or no verdict
             try:
-                resp = await route.client.chat.completions.create(**body)
-                status, err = 200, None
-            except openai.APIStatusError as e:
-                status, err = e.status_code, e
-            except (openai.APITimeoutError, openai.APIConnectionError) as e:
-                status, err = None, e
-            except (json.JSONDecodeError, openai.APIResponseValidationError, ValueError) as e:
-                status, err = 200, e
-            finally:
+                # The first request with `n` to a server finds out whether it honours it; requests
+                # with `n` behind it wait for the answer rather than guess.
+                while n > 1 and route.n_support is None and route.n_probe is not None:
+                    await asyncio.wait([route.n_probe])
+                ask_n = n > 1 and route.n_support is not False
+                probe = ask_n and route.n_support is None
                 if probe:
-                    route.probing_n = False
-            ms = (time.perf_counter() - t0) * 1000.0
-            self.stats.latency_ms += ms
-            res: list[ChatResult] = []
-            usage: dict[str, int] = {}
-            if err is None:
+                    route.n_probe = asyncio.get_running_loop().create_future()
                 try:
-                    res, usage = read_response(
-                        resp, max_tokens=params.get("max_tokens"), secrets=self._secrets, n=n if ask_n else 1
+                    body = self._body(messages, params, schema, style, want_lp)
+                    if ask_n:
+                        body["n"] = n
+                    log = dict(
+                        run_id=self.run_id,
+                        endpoint=route.name,
+                        model=self.endpoint.model,
+                        record_id=record_id,
+                        key=key,
+                        attempt=attempt,
+                        messages=messages,
+                        params={k: v for k, v in body.items() if k not in ("messages", "model")},
                     )
-                except MalformedResponse as e:
-                    err = e
-            server_fault = (
-                status is None or (status is not None and status >= 500) or (status == 200 and err is not None)
-            )
-            self.pool.release(route, None if status == 429 else server_fault)
-        if err is not None:
-            self._failed(err, status, style, want_lp, route, ask_n, log, ms)
-        if probe and ask_n:
-            route.n_support = len(res) >= n
+                    t0 = time.perf_counter()  # latency of the request itself, not of the queue before it
+                    self.stats.requests += 1
+                    status, err, resp = await self._post(route, body)
+                    ms = (time.perf_counter() - t0) * 1000.0
+                    self.stats.latency_ms += ms
+                    res: list[ChatResult] = []
+                    usage: dict[str, int] = {}
+                    if err is None:
+                        try:
+                            res, usage = read_response(
+                                resp, max_tokens=params.get("max_tokens"), secrets=self._secrets, n=n if ask_n else 1
+                            )
+                        except MalformedResponse as e:
+                            err = e
+                    if status != 429:  # busy is not broken
+                        verdict = status is None or status >= 500 or (status == 200 and err is not None)
+                    if err is not None:
+                        self._failed(err, status, style, want_lp, route, ask_n, log, ms)
+                    if probe:
+                        route.n_support = len(res) >= n
+                finally:
+                    if probe and route.n_probe is not None:
+                        route.n_probe.set_result(None)
+                        route.n_probe = None
+            finally:
+                self.pool.release(route, verdict)
         self.stats.prompt_tokens += usage.get("prompt_tokens", 0)
         self.stats.completion_tokens += usage.get("completion_tokens", 0)
         if res:
             res[0].usage = usage  # the request's tokens, once (with n, one request serves all samples)
         self._log(log, "ok", 200, None, ms, res, usage)
         return res
+
+    @staticmethod
+    async def _post(route: Route, body: dict[str, Any]) -> tuple[int | None, Exception | None, Any]:
+        """(HTTP status or None when no answer came, the error or None, the response)."""
+        try:
+            return 200, None, await route.client.chat.completions.create(**body)
+        except openai.APIStatusError as e:
+            return e.status_code, e, None
+        except (openai.APITimeoutError, openai.APIConnectionError) as e:
+            return None, e, None
+        except (json.JSONDecodeError, openai.APIResponseValidationError, ValueError) as e:
+            return 200, e, None
 
     def _failed(self, err: Exception, status, style, want_lp, route: Route, ask_n: bool, log, ms) -> None:
         """Raise what a failed attempt means: a step down, a retry, or an error."""

@@ -10,6 +10,7 @@ it honours `n`) is found out once per server and remembered for the process.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ class Route:
     fails: int = 0  # consecutive failures
     down_until: float = 0.0
     cooldown: float = 0.0
-    probing_n: bool = False  # a request with `n` is out to find whether the server honours it
+    n_probe: asyncio.Future | None = None  # done when the request finding out whether `n` works is back
     outages: list[str] = field(default_factory=list)
 
     @property
@@ -90,3 +91,8 @@ class EndpointPool:
 
     def others_up(self, route: Route) -> bool:
         return any(r is not route for r in self.up())
+
+
+def forget_capabilities() -> None:
+    """Find out again what each server can do (a server was upgraded; tests start clean)."""
+    _N_SUPPORT.clear()
