@@ -143,7 +143,12 @@ def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
 # -- the LLM flags: declared once, added to every command that can talk to an LLM --------------------
 LLM_FLAGS: dict[str, Any] = {
     "base_url": Annotated[
-        Optional[str], typer.Option("--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")
+        Optional[list[str]],
+        typer.Option(
+            "--base-url",
+            help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for replicas of one model "
+            "(balanced, failing ones taken out).",
+        ),
     ],
     "api_key_env": Annotated[
         Optional[str],
@@ -191,12 +196,14 @@ class LLMFlags:
         out = {}
         for flag, key in _LLM_KEYS.items():
             v = self.values.get(flag)
+            if isinstance(v, (list, tuple)):  # a repeatable flag: one value stays a plain value
+                v = (v[0] if len(v) == 1 else list(v)) if v else None
             if v is not None:
                 out[key] = v.value if isinstance(v, Enum) else v
         return out
 
     def flag_names(self) -> list[str]:
-        names = ["--" + f.replace("_", "-") for f, k in _LLM_KEYS.items() if self.values.get(f) is not None]
+        names = ["--" + f.replace("_", "-") for f, k in _LLM_KEYS.items() if self.values.get(f) not in (None, [], ())]
         return names + (["--dry-run"] if self.dry_run else [])
 
 

@@ -207,6 +207,40 @@ def list_logs(
         return [dict(r) for r in store.db.execute(q, args)]
 
 
+def endpoint_figures(path: Path | None = None, run_id: str | None = None, last: int = 1000) -> list[dict[str, Any]]:
+    """Per server, over the `last` logged requests (or one run's): attempts, how they ended,
+    mean latency and tokens. What `classify logs --endpoints` prints."""
+    path = Path(path) if path else default_db_path()
+    if not path.exists():
+        return []
+    where, args = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
+    q = f"""
+        SELECT endpoint, COUNT(*) AS requests,
+               SUM(outcome = 'ok') AS ok, SUM(outcome = 'transient') AS transient,
+               SUM(outcome IN ('error', 'rejected')) AS errors,
+               AVG(latency_ms) AS mean_ms,
+               COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+               COALESCE(SUM(completion_tokens), 0) AS completion_tokens
+        FROM (SELECT * FROM requests {where} ORDER BY id DESC LIMIT ?)
+        GROUP BY endpoint ORDER BY requests DESC, endpoint"""
+    with _open_log(path, cache_path_for(path)) as store:
+        store.db.row_factory = sqlite3.Row
+        return [dict(r) for r in store.db.execute(q, [*args, int(last)])]
+
+
+def format_endpoint_figures(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no logged LLM requests"
+    head = f"{'endpoint':48}  {'requests':>8}  {'ok':>6}  {'transient':>9}  {'errors':>6}  {'mean ms':>8}  {'in':>9}  {'out':>8}"
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{str(r['endpoint'])[:48]:48}  {r['requests']:>8}  {r['ok'] or 0:>6}  {r['transient'] or 0:>9}  "
+            f"{r['errors'] or 0:>6}  {round(r['mean_ms'] or 0):>8}  {r['prompt_tokens']:>9}  {r['completion_tokens']:>8}"
+        )
+    return "\n".join(lines)
+
+
 def format_logs(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of list_logs() rows."""
     if not rows:

@@ -158,7 +158,7 @@ class ChatClient:
             self._secrets += url_secrets(url)
         if self._key != _NO_KEY:
             self._secrets.append(self._key)
-        self.pool = EndpointPool(routes)
+        self.pool = EndpointPool(routes, on_out=self.stats.fallbacks.append)
         self._sem = asyncio.Semaphore(self.concurrency)
         return self
 
@@ -166,7 +166,6 @@ class ChatClient:
         if self.pool is not None:
             for r in self.pool.routes:
                 await r.client.close()
-                self.stats.fallbacks += r.outages
         self.pool = None
 
     def cache_key(self, messages: list[dict], params: dict[str, Any], schema: dict | None) -> str:

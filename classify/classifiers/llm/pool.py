@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # (server name, model) -> whether it returns n choices for one request with `n`; found once per process.
@@ -33,7 +33,6 @@ class Route:
     down_until: float = 0.0
     cooldown: float = 0.0
     n_probe: asyncio.Future | None = None  # done when the request finding out whether `n` works is back
-    outages: list[str] = field(default_factory=list)
 
     @property
     def n_support(self) -> bool | None:
@@ -53,6 +52,7 @@ class EndpointPool:
         cooldown: float = 5.0,
         max_cooldown: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        on_out: Callable[[str], None] | None = None,
     ):
         if not routes:
             raise ValueError("a pool needs at least one server")
@@ -61,6 +61,7 @@ class EndpointPool:
         self.base_cooldown = cooldown
         self.max_cooldown = max_cooldown
         self.clock = clock
+        self.on_out = on_out  # told each time a server is taken out
 
     def up(self) -> list[Route]:
         now = self.clock()
@@ -82,12 +83,15 @@ class EndpointPool:
         if not failed:
             route.fails, route.cooldown = 0, 0.0
             return
+        if route.down_until > self.clock():
+            return  # sent before it was taken out: already counted against it
         route.fails += 1
         if route.fails >= self.fail_limit and len(self.routes) > 1:
             route.cooldown = min(self.max_cooldown, route.cooldown * 2 or self.base_cooldown)
             route.down_until = self.clock() + route.cooldown
             route.fails = self.fail_limit - 1  # one more failure after the break takes it out again
-            route.outages.append(f"{route.name} out for {route.cooldown:.0f} s")
+            if self.on_out is not None:
+                self.on_out(f"{route.name} out for {route.cooldown:.0f} s after {self.fail_limit} failures in a row")
 
     def others_up(self, route: Route) -> bool:
         return any(r is not route for r in self.up())
