@@ -19,6 +19,10 @@ llama-cpp-python 0.3's server does) or "reject" (HTTP 400 naming `n`); `always` 
 chat request with that HTTP status (a broken replica); `query_key` requires `?api-key=<it>`;
 `latency` sleeps that long before every answer.
 
+Batch API (OpenAI's shape): POST /v1/files (multipart upload), POST /v1/batches, GET
+/v1/batches/<id> (the batch completes on its `batch_polls`-th poll: each input line is answered
+by the same `respond`, faults included), GET /v1/files/<id>/content.
+
 The correct answer for an issue is a function of its id (expected_labels), so a test can check
 that every prediction landed on the right record.
 """
@@ -56,7 +60,11 @@ class FakeOpenAI:
         always: int | None = None,
         query_key: str | None = None,
         latency: float = 0.0,
+        batch_polls: int = 2,
     ):
+        self.batch_polls = batch_polls
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
         self.n_mode = n_mode
         self.always = always
         self.query_key = query_key
@@ -95,6 +103,104 @@ class FakeOpenAI:
     def n_requests(self) -> int:
         with self.lock:
             return len(self.log)
+
+    # -- batch API ---------------------------------------------------------------------------
+
+    def upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, str], bytes, float]:
+        boundary = content_type.partition("boundary=")[2].strip('"').encode()
+        data = None
+        for part in raw.split(b"--" + boundary):
+            head, _, body = part.partition(b"\r\n\r\n")
+            if b'name="file"' in head:
+                data = body.rsplit(b"\r\n", 1)[0]
+        if data is None:
+            return _json(400, {"error": {"message": "no file part"}})
+        with self.lock:
+            fid = f"file-{len(self.files) + 1}"
+            self.files[fid] = data
+        return _json(
+            200,
+            {
+                "id": fid,
+                "object": "file",
+                "bytes": len(data),
+                "created_at": 0,
+                "filename": "in.jsonl",
+                "purpose": "batch",
+                "status": "processed",
+            },
+        )
+
+    def create_batch(self, body: dict) -> tuple[int, dict[str, str], bytes, float]:
+        if body.get("input_file_id") not in self.files:
+            return _json(404, {"error": {"message": "no such file"}})
+        with self.lock:
+            bid = f"batch_{len(self.batches) + 1}"
+            self.batches[bid] = {
+                "id": bid,
+                "object": "batch",
+                "endpoint": body.get("endpoint"),
+                "errors": None,
+                "input_file_id": body["input_file_id"],
+                "completion_window": "24h",
+                "status": "validating",
+                "created_at": 0,
+                "output_file_id": None,
+                "error_file_id": None,
+                "polls": 0,
+                "lines": 0,
+            }
+        return _json(200, self._public(bid))
+
+    def poll_batch(self, bid: str, auth: str | None) -> tuple[int, dict[str, str], bytes, float]:
+        with self.lock:
+            b = self.batches.get(bid)
+            if b is None:
+                return _json(404, {"error": {"message": "no such batch"}})
+            b["polls"] += 1
+            due = b["status"] != "completed" and b["polls"] >= self.batch_polls
+            if not due and b["status"] != "completed":
+                b["status"] = "in_progress"
+        if due:
+            out = []
+            for i, line in enumerate(self.files[b["input_file_id"]].decode().splitlines()):
+                req = json.loads(line)
+                status, _, payload, _ = self.respond(req["body"], auth)
+                self._note(req["body"], status, via="batch")
+                try:
+                    body = json.loads(payload)
+                except ValueError:
+                    body = payload.decode(errors="replace")
+                out.append(
+                    {
+                        "id": f"req_{i}",
+                        "custom_id": req["custom_id"],
+                        "error": None,
+                        "response": {"status_code": status, "request_id": f"r{i}", "body": body},
+                    }
+                )
+            with self.lock:
+                fid = f"file-{len(self.files) + 1}"
+                self.files[fid] = "".join(json.dumps(o) + "\n" for o in out).encode()
+                b.update(status="completed", output_file_id=fid, lines=len(out))
+        return _json(200, self._public(bid))
+
+    def _public(self, bid: str) -> dict:
+        return {k: v for k, v in self.batches[bid].items() if k not in ("polls", "lines")}
+
+    def _note(self, body: dict, status: int, via: str = "chat") -> None:
+        text = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant")
+        titles = _TITLE.findall(text)
+        with self.lock:
+            self.log.append(
+                {
+                    "id": titles[-1].split()[0] if titles else "",
+                    "t": time.monotonic(),
+                    "status": status,
+                    "body": body,
+                    "via": via,
+                }
+            )
 
     # -- behaviour --------------------------------------------------------------------------
 
@@ -270,6 +376,17 @@ class FakeOpenAI:
                     pass  # the client gave up (timeout)
 
             def do_GET(self):
+                path = self.path.partition("?")[0].rstrip("/")
+                if "/batches/" in path:
+                    self._send(*fake.poll_batch(path.rsplit("/", 1)[1], self.headers.get("Authorization"))[:3])
+                    return
+                if path.endswith("/content") and "/files/" in path:
+                    fid = path.split("/files/")[1].split("/")[0]
+                    if fid not in fake.files:
+                        self._send(*_json(404, {"error": {"message": "no such file"}})[:3])
+                        return
+                    self._send(200, {"Content-Type": "application/octet-stream"}, fake.files[fid])
+                    return
                 if self.path.partition("?")[0].rstrip("/").endswith("/models"):
                     self._send(*_json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})[:3])
                 else:
@@ -278,7 +395,14 @@ class FakeOpenAI:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n)
-                if not self.path.partition("?")[0].rstrip("/").endswith("/chat/completions"):
+                path = self.path.partition("?")[0].rstrip("/")
+                if path.endswith("/files"):
+                    self._send(*fake.upload(self.headers.get("Content-Type", ""), raw)[:3])
+                    return
+                if path.endswith("/batches"):
+                    self._send(*fake.create_batch(json.loads(raw))[:3])
+                    return
+                if not path.endswith("/chat/completions"):
                     self._send(*_json(404, {"error": {"message": "no such route"}})[:3])
                     return
                 try:
@@ -289,19 +413,7 @@ class FakeOpenAI:
                 query = self.path.partition("?")[2]
                 status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"), query)
                 delay += fake.latency
-                text = "\n".join(
-                    m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant"
-                )
-                titles = _TITLE.findall(text)
-                with fake.lock:
-                    fake.log.append(
-                        {
-                            "id": titles[-1].split()[0] if titles else "",
-                            "t": time.monotonic(),
-                            "status": status,
-                            "body": body,
-                        }
-                    )
+                fake._note(body, status)
                 if delay:
                     time.sleep(delay)
                 self._send(status, headers, payload)

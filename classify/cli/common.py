@@ -169,6 +169,14 @@ LLM_FLAGS: dict[str, Any] = {
     "concurrency": Annotated[
         Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
     ],
+    "batch": Annotated[
+        Optional[bool],
+        typer.Option(
+            "--batch",
+            help="LLM: ask through the server's batch API (/v1/batches; half the price on OpenAI); resumable. "
+            "--opt repair=batch re-asks invalid answers in the next batch.",
+        ),
+    ],
     "dry_run": Annotated[
         bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
     ],
@@ -182,6 +190,7 @@ _LLM_KEYS = {
     "rationale": "rationale",
     "samples": "samples",
     "concurrency": "concurrency",
+    "batch": "batch",
 }
 
 

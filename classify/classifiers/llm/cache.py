@@ -40,6 +40,13 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (id DESC);
 """
+# Batches submitted and not yet collected (batch.py): paid work, so kept with the log (data).
+_BATCHES = """
+CREATE TABLE IF NOT EXISTS batches (
+    state_key TEXT PRIMARY KEY, endpoint TEXT, batch_id TEXT NOT NULL, input_file_id TEXT,
+    requests INTEGER, status TEXT, created_at TEXT, updated_at TEXT
+);
+"""
 _CACHE_MIGRATIONS: list[Migration] = [_RESPONSES]
 
 
@@ -55,7 +62,7 @@ def _log_migrations(cache_path: Path) -> list[Migration]:
                 )
         db.execute("DROP TABLE responses")
 
-    return [_RESPONSES + _REQUESTS, split_out_responses]
+    return [_RESPONSES + _REQUESTS, split_out_responses, _BATCHES]
 
 
 def _open_cache(path: Path) -> SQLiteStore:
@@ -165,6 +172,28 @@ class LLMStore:
             self._log.db.execute(
                 f"INSERT INTO requests (ts, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                 [_now(), *vals],
+            )
+
+    def batch(self, state_key: str) -> dict[str, Any] | None:
+        """The batch submitted for these requests, unless it was collected or failed."""
+        with self._lock:
+            cur = self._log.db.execute(
+                "SELECT batch_id, input_file_id, status FROM batches WHERE state_key = ? AND status NOT IN ('collected', 'failed')",
+                (state_key,),
+            )
+            row = cur.fetchone()
+        return {"batch_id": row[0], "input_file_id": row[1], "status": row[2]} if row else None
+
+    def save_batch(
+        self, state_key: str, endpoint: str, batch_id: str, input_file_id: str | None, requests: int, status: str
+    ) -> None:
+        now = _now()
+        with self._lock, self._log.db:
+            self._log.db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(state_key) DO UPDATE SET "
+                "batch_id = excluded.batch_id, input_file_id = excluded.input_file_id, status = excluded.status, "
+                "updated_at = excluded.updated_at",
+                (state_key, endpoint, batch_id, input_file_id, requests, status, now, now),
             )
 
     def close(self) -> None:

@@ -64,11 +64,13 @@ class LLMClassifier(Classifier):
         family, _, name = spec.partition(":")
         given = settings.model_fields_set
         # Settings that cannot act for this spec are refused, not carried along unused.
-        moot = {"local": ("base_url", "api_key_env"), "openai": ("n_ctx", "n_threads")}.get(family, ())
+        moot = {"local": ("base_url", "api_key_env", "batch"), "openai": ("n_ctx", "n_threads")}.get(family, ())
         wrong = sorted(k for k in moot if k in given)
         if wrong:
             where = "the local server is started by classify" if family == "local" else "only for local: servers"
             raise ModelSpecError(f"{spec}: option {', '.join(wrong)}: {where}")
+        if "repair" in given and not settings.batch:
+            raise ModelSpecError(f"{spec}: option repair: only with batch (--batch)")
         if "k" in given and settings.strategy != "few-shot":
             raise ModelSpecError(f"{spec}: option k (--shots): only with strategy few-shot")
         if family == "local":
@@ -191,6 +193,10 @@ class LLMClassifier(Classifier):
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
         if self.selector is not None and records:
             self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
+        if self.settings.batch and records:  # one batch for the whole block, not one per chunk
+            from classify.classifiers.llm.batch import prefetch
+
+            _run(prefetch(self, self.plan(records)))
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
         plans = self.plan(records)
@@ -204,7 +210,12 @@ class LLMClassifier(Classifier):
                 logits_all=self.endpoint.logprobs,
             )
             self.endpoint.base_url = server.base_url
-        rows = _run(self._predict_async(plans)) if plans else []
+        s = self.settings
+        if s.batch and plans:
+            from classify.classifiers.llm.batch import prefetch
+
+            _run(prefetch(self, plans))
+        rows = _run(self._predict_async(plans, defer=s.batch and s.repair == "batch")) if plans else []
         return {d: [row[d] for row in rows] for d in self.taxonomy.dimension_ids}
 
     def provenance(self) -> dict[str, Any]:
@@ -253,7 +264,7 @@ class LLMClassifier(Classifier):
             plans.append(Plan(r, ex, self.prompts.messages(r, ex), params))
         return plans
 
-    def client(self, store: LLMStore | None = None) -> ChatClient:
+    def client(self, store: LLMStore | None = None, defer: bool = False) -> ChatClient:
         s = self.settings
         return ChatClient(
             self.endpoint,
@@ -262,6 +273,7 @@ class LLMClassifier(Classifier):
             max_retries=s.max_retries,
             use_cache=s.cache,
             backoff=self.backoff,
+            defer=defer,
         )
 
     @property
@@ -272,8 +284,8 @@ class LLMClassifier(Classifier):
 
     # -- labelling -----------------------------------------------------------------------------
 
-    async def _predict_async(self, plans: list[Plan]) -> list[dict[str, Prediction]]:
-        async with self.client() as client:
+    async def _predict_async(self, plans: list[Plan], defer: bool = False) -> list[dict[str, Prediction]]:
+        async with self.client(defer=defer) as client:
             tasks = [asyncio.create_task(self._label_one(client, p)) for p in plans]
             try:
                 return list(await asyncio.gather(*tasks))

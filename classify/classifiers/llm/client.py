@@ -124,8 +124,13 @@ class ChatClient:
         use_cache: bool = True,
         run_id: str | None = None,
         backoff: Backoff | None = None,
+        defer: bool = False,
     ):
         self.endpoint = endpoint
+        # defer: send nothing; a request the cache cannot answer is noted in `deferred` (for a
+        # batch) and fails as RequestFailed
+        self.defer = defer
+        self.deferred: dict[str, dict[str, Any]] = {}
         self.store = store
         self.concurrency = concurrency
         self.max_retries = max_retries
@@ -212,7 +217,7 @@ class ChatClient:
             self._from_cache(k, p.get("max_tokens")) for k, p in zip(keys, params)
         ]
         todo = [i for i, r in enumerate(out) if r is None]
-        if len(todo) > 1 and any(r.n_support is not False for r in self._routes()):
+        if len(todo) > 1 and not self.defer and any(r.n_support is not False for r in self._routes()):
             first = params[todo[0]]
             try:
                 got = await self._fetch(
@@ -253,6 +258,9 @@ class ChatClient:
             hit = self._from_cache(keys[0], params.get("max_tokens"))
             if hit is not None:
                 return [hit]
+        if self.defer:
+            self.deferred[keys[0]] = {"body": self.body(messages, params, schema), "record_id": record_id}
+            raise RequestFailed("not answered by the batch")
         flight = keys[0] if n == 1 else f"{keys[0]}|n={n}"
         if flight in self._inflight:  # the same request is already on its way (duplicate issue text)
             self.stats.cache_hits += 1
@@ -316,6 +324,10 @@ class ChatClient:
         self.stats.fallbacks.append(f"{self.style}->{nxt}: {why[:120]}")
         self.style = nxt
         return True
+
+    def body(self, messages: list[dict], params: dict[str, Any], schema: dict | None) -> dict[str, Any]:
+        """The request body as sent now (structured style and logprobs as they stand)."""
+        return self._body(messages, params, schema, self.style, self.logprobs)
 
     def _body(self, messages, params, schema, style: str, want_lp: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages, **params}

@@ -80,13 +80,14 @@ def max_answer_chars(max_tokens: int | None) -> int:
 def read_response(
     resp: Any, *, max_tokens: int | None = None, secrets: Iterable[str | None] = (), n: int = 1
 ) -> tuple[list[ChatResult], dict[str, int]]:
-    """The choices of an SDK response (at most `n`, in index order) and the request's usage.
+    """The choices of a response (an SDK object, or a decoded body from a batch output file; at
+    most `n`, in index order) and the request's usage.
 
     Raises MalformedResponse when there is no choice to read."""
-    choices = getattr(resp, "choices", None)
+    choices = _field(resp, "choices")
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("malformed: response has no choices")
-    u = getattr(resp, "usage", None)
+    u = _field(resp, "usage")
     usage = (
         {
             "prompt_tokens": _count(_field(u, "prompt_tokens")),
@@ -95,7 +96,7 @@ def read_response(
         if u is not None
         else {}
     )
-    model = _str_or_none(getattr(resp, "model", None))
+    model = _str_or_none(_field(resp, "model"))
     out = []
     for ch in choices[: max(1, n)]:
         content = _content(_field(_field(ch, "message"), "content"))

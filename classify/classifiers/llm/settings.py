@@ -64,6 +64,9 @@ class LLMSettings(OptionsModel):
     max_retries: Annotated[int, _at_least(0, "transport retries per request (429, 5xx, timeouts)")] = 6
     repair_retries: Annotated[int, _at_least(0, "re-asks with the validation error fed back, per sample")] = 2
     cache: bool = True  # read answers from the response cache (always written)
+    batch: bool = False  # ask through the server's batch API (/v1/batches): half the price on OpenAI
+    repair: Literal["interactive", "batch"] = "interactive"  # with batch: where invalid answers are re-asked
+    batch_poll: Annotated[float, Field(gt=0, description="seconds between polls of a submitted batch")] = 30.0
     price_in: float | None = None  # USD per 1M prompt tokens, for the dry-run estimate
     price_out: float | None = None  # USD per 1M completion tokens
     # local server
