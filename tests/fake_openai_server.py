@@ -79,7 +79,7 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = defaultdict(int)  # requests per issue title
         self.log: list[dict] = []  # every chat request: title, time, status, body
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = _Server(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -419,6 +419,10 @@ class FakeOpenAI:
                 self._send(status, headers, payload)
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # 128 clients connecting at once are queued, not refused
 
 
 def _json(status: int, obj: dict, headers: dict | None = None):
