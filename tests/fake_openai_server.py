@@ -41,6 +41,27 @@ _TITLE = re.compile(r"<issue>\s*Title: ([^\n]*)")
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?::(\d+))?\]")
 
 
+async def no_sleep(seconds: float) -> None:
+    """A Backoff sleep for tests: retries and polls go on at once."""
+
+
+def fake_classifier(base_url, store, taxonomy, sleep=no_sleep, **opts):
+    """An `openai:fake-model` classifier fitted for zero-shot, with its own store and no sleeping."""
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.classifiers.llm.client import Backoff
+
+    c = make_classifier("openai:fake-model", taxonomy, ModelOptions(extra={"base_url": base_url, **opts}))
+    c._store = store
+    c.backoff = Backoff(sleep=sleep)
+    return c.fit([], {d: [] for d in taxonomy.dimension_ids})
+
+
+def assert_expected(out: dict, records: list, dims: dict[str, list[str]]) -> None:
+    """Every prediction is the fake's right answer for its record."""
+    for d in dims:
+        assert [p.label for p in out[d]] == [expected_labels(r.id, dims)[d] for r in records], d
+
+
 def expected_labels(rid: str, dims: dict[str, list[str]]) -> dict[str, str]:
     h = int(hashlib.sha256(rid.encode()).hexdigest(), 16)
     return {d: ids[(h >> (8 * i)) % len(ids)] for i, (d, ids) in enumerate(dims.items())}

@@ -7,12 +7,11 @@ import json
 
 import pytest
 from conftest import write_jsonl
-from fake_openai_server import FakeOpenAI, expected_labels
+from fake_openai_server import FakeOpenAI, assert_expected, expected_labels, fake_classifier, no_sleep
 from typer.testing import CliRunner
 
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.llm.client import Backoff
 from classify.cli.main import app
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
@@ -20,10 +19,6 @@ from classify.core.taxonomy import load_taxonomy
 TAX = load_taxonomy()
 DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}
 runner = CliRunner()
-
-
-async def _no_sleep(seconds: float) -> None:
-    return None
 
 
 def _records() -> list[Record]:
@@ -34,24 +29,13 @@ def _records() -> list[Record]:
     ]
 
 
-def _clf(fake: FakeOpenAI, store: LLMStore, sleep=_no_sleep, **extra):
-    opts = {
-        "base_url": fake.base_url,
-        "batch": True,
-        "batch_poll": 0.01,
-        "repair_retries": 1,
-        "max_retries": 2,
-        **extra,
-    }
-    c = make_classifier("openai:fake-model", TAX, ModelOptions(extra=opts))
-    c._store = store
-    c.backoff = Backoff(sleep=sleep)
-    return c.fit([], {d: [] for d in TAX.dimension_ids})
+def _clf(fake: FakeOpenAI, store: LLMStore, sleep=no_sleep, **extra):
+    opts = {"batch": True, "batch_poll": 0.01, "repair_retries": 1, "max_retries": 2, **extra}
+    return fake_classifier(fake.base_url, store, TAX, sleep, **opts)
 
 
 def _all_right(out, recs):
-    for d in TAX.dimension_ids:
-        assert [p.label for p in out[d]] == [expected_labels(r.id, DIMS)[d] for r in recs], d
+    assert_expected(out, recs, DIMS)
 
 
 def _via(fake: FakeOpenAI, via: str) -> list[dict]:
@@ -120,11 +104,11 @@ def test_batch_from_the_cli_and_refused_where_it_cannot_act(tmp_path):
             "run",
             "--model",
             "openai:fake-model",
-            "--base-url",
-            fake.base_url,
             "--batch",
             "--opt",
             "batch_poll=0.01",
+            "--base-url",
+            fake.base_url,
         ]
         r = runner.invoke(app, [*args, "--input", str(inp), "--out", str(out)])
         assert r.exit_code == 0, r.output

@@ -8,12 +8,10 @@ import json
 import socket
 
 from conftest import write_jsonl
-from fake_openai_server import FakeOpenAI, expected_labels
+from fake_openai_server import FakeOpenAI, assert_expected, expected_labels, fake_classifier
 from typer.testing import CliRunner
 
-from classify.classifiers.base import ModelOptions, make_classifier
 from classify.classifiers.llm.cache import LLMStore, endpoint_figures
-from classify.classifiers.llm.client import Backoff
 from classify.classifiers.llm.pool import EndpointPool, Route
 from classify.cli.main import app
 from classify.core.records import Record
@@ -22,10 +20,6 @@ from classify.core.taxonomy import load_taxonomy
 TAX = load_taxonomy()
 DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}
 runner = CliRunner()
-
-
-async def _no_sleep(seconds: float) -> None:
-    return None
 
 
 def _dead_url() -> str:
@@ -41,16 +35,11 @@ def _records(n: int) -> list[Record]:
 
 
 def _clf(urls: list[str], store: LLMStore, **extra):
-    opts = {"base_url": urls, "timeout": 5.0, "max_retries": 4, "concurrency": 8, **extra}
-    c = make_classifier("openai:fake-model", TAX, ModelOptions(extra=opts))
-    c._store = store
-    c.backoff = Backoff(sleep=_no_sleep)
-    return c.fit([], {d: [] for d in TAX.dimension_ids})
+    return fake_classifier(urls, store, TAX, timeout=5.0, max_retries=4, **{"concurrency": 8, **extra})
 
 
 def _all_right(out, recs):
-    for d in TAX.dimension_ids:
-        assert [p.label for p in out[d]] == [expected_labels(r.id, DIMS)[d] for r in recs]
+    assert_expected(out, recs, DIMS)
 
 
 def test_requests_are_balanced_by_outstanding_requests_and_cached_as_one_server(tmp_path):

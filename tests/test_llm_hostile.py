@@ -12,12 +12,11 @@ import sqlite3
 
 import pytest
 from conftest import write_jsonl
-from fake_openai_server import FakeOpenAI, expected_labels
+from fake_openai_server import FakeOpenAI, expected_labels, fake_classifier
 from typer.testing import CliRunner
 
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.llm.client import Backoff
 from classify.classifiers.llm.response import EXCERPT_CHARS
 from classify.cli.main import app
 from classify.core.records import Record
@@ -28,21 +27,14 @@ DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}
 runner = CliRunner()
 
 
-async def _no_sleep(seconds: float) -> None:
-    return None
-
-
 def rec(i: int, marker: str = "") -> Record:
     rid = f"h{i:03d}"
     return Record(id=rid, title=f"{rid} {marker} report".replace("  ", " "), body="The kernel fails.")
 
 
 def clf_for(fake: FakeOpenAI, store: LLMStore, **extra):
-    opts = {"base_url": fake.base_url, "timeout": 5.0, "max_retries": 2, "repair_retries": 1, "concurrency": 4, **extra}
-    c = make_classifier(f"openai:{fake.model}", TAX, ModelOptions(extra=opts))
-    c._store = store
-    c.backoff = Backoff(sleep=_no_sleep)
-    return c.fit([], {d: [] for d in TAX.dimension_ids})
+    opts = {"timeout": 5.0, "max_retries": 2, "repair_retries": 1, "concurrency": 4, **extra}
+    return fake_classifier(fake.base_url, store, TAX, **opts)
 
 
 def _dump(*paths) -> str:

@@ -5,11 +5,9 @@ server. Against the real fake server in each mode."""
 from __future__ import annotations
 
 import pytest
-from fake_openai_server import FakeOpenAI, expected_labels
+from fake_openai_server import FakeOpenAI, expected_labels, fake_classifier
 
-from classify.classifiers.base import ModelOptions, make_classifier
 from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.llm.client import Backoff
 from classify.classifiers.llm.pool import forget_capabilities
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
@@ -18,10 +16,6 @@ TAX = load_taxonomy()
 DIMS = {d: dim.ids for d, dim in TAX.dimensions.items()}
 FIRST = TAX.dimension_ids[0]
 SAMPLES = 5
-
-
-async def _no_sleep(seconds: float) -> None:
-    return None
 
 
 @pytest.fixture(autouse=True)
@@ -36,11 +30,8 @@ def records(n: int = 4) -> list[Record]:
 
 
 def run(fake: FakeOpenAI, store: LLMStore, recs: list[Record]):
-    opts = {"base_url": fake.base_url, "timeout": 5.0, "samples": SAMPLES, "concurrency": 4, "repair_retries": 0}
-    c = make_classifier(f"openai:{fake.model}", TAX, ModelOptions(extra=opts))
-    c._store = store
-    c.backoff = Backoff(sleep=_no_sleep)
-    c.fit([], {d: [] for d in TAX.dimension_ids})
+    opts = {"timeout": 5.0, "samples": SAMPLES, "concurrency": 4, "repair_retries": 0}
+    c = fake_classifier(fake.base_url, store, TAX, **opts)
     return c, c.predict(recs)
 
 

@@ -262,30 +262,49 @@ def endpoint_figures(path: Path | None = None, run_id: str | None = None, last: 
         return [dict(r) for r in store.db.execute(q, [*args, int(last)])]
 
 
-def format_endpoint_figures(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, Any]]) -> str:
+    """Fixed-width text: columns are (heading, format spec, value of a row)."""
     if not rows:
         return "no logged LLM requests"
-    head = f"{'endpoint':48}  {'requests':>8}  {'ok':>6}  {'transient':>9}  {'errors':>6}  {'mean ms':>8}  {'in':>9}  {'out':>8}"
-    lines = [head]
-    for r in rows:
-        lines.append(
-            f"{str(r['endpoint'])[:48]:48}  {r['requests']:>8}  {r['ok'] or 0:>6}  {r['transient'] or 0:>9}  "
-            f"{r['errors'] or 0:>6}  {round(r['mean_ms'] or 0):>8}  {r['prompt_tokens']:>9}  {r['completion_tokens']:>8}"
-        )
-    return "\n".join(lines)
+
+    def line(cells: list[Any]) -> str:
+        return "  ".join(f"{c:{spec}}" for c, (_, spec, _) in zip(cells, columns)).rstrip()
+
+    return "\n".join([line([h for h, _, _ in columns]), *(line([f(r) for _, _, f in columns]) for r in rows)])
+
+
+def format_endpoint_figures(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of endpoint_figures() rows."""
+    return _table(
+        rows,
+        [
+            ("endpoint", "48", lambda r: str(r["endpoint"])[:48]),
+            ("requests", ">8", lambda r: r["requests"]),
+            ("ok", ">6", lambda r: r["ok"] or 0),
+            ("transient", ">9", lambda r: r["transient"] or 0),
+            ("errors", ">6", lambda r: r["errors"] or 0),
+            ("mean ms", ">8", lambda r: round(r["mean_ms"] or 0)),
+            ("in", ">9", lambda r: r["prompt_tokens"]),
+            ("out", ">8", lambda r: r["completion_tokens"]),
+        ],
+    )
 
 
 def format_logs(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of list_logs() rows."""
-    if not rows:
-        return "no logged LLM requests"
-    head = f"{'id':>6}  {'time (UTC)':19}  {'model':24}  {'record':18}  {'try':>3}  {'outcome':9}  {'http':>4}  {'in':>6}  {'out':>5}  {'ms':>7}  error"
-    lines = [head]
-    for r in rows:
-        lines.append(
-            f"{r['id']:>6}  {str(r['ts'])[:19]:19}  {str(r['model'])[:24]:24}  {str(r['record_id'] or '')[:18]:18}  "
-            f"{r['attempt'] or 0:>3}  {str(r['outcome'])[:9]:9}  {r['http_status'] or '':>4}  {r['prompt_tokens'] or '':>6}  "
-            f"{r['completion_tokens'] or '':>5}  {round(r['latency_ms']) if r['latency_ms'] is not None else '':>7}  "
-            f"{(r['error'] or '')[:60]}"
-        )
-    return "\n".join(lines)
+    return _table(
+        rows,
+        [
+            ("id", ">6", lambda r: r["id"]),
+            ("time (UTC)", "19", lambda r: str(r["ts"])[:19]),
+            ("model", "24", lambda r: str(r["model"])[:24]),
+            ("record", "18", lambda r: str(r["record_id"] or "")[:18]),
+            ("try", ">3", lambda r: r["attempt"] or 0),
+            ("outcome", "9", lambda r: str(r["outcome"])[:9]),
+            ("http", ">4", lambda r: r["http_status"] or ""),
+            ("in", ">6", lambda r: r["prompt_tokens"] or ""),
+            ("out", ">5", lambda r: r["completion_tokens"] or ""),
+            ("ms", ">7", lambda r: round(r["latency_ms"]) if r["latency_ms"] is not None else ""),
+            ("error", "", lambda r: (r["error"] or "")[:60]),
+        ],
+    )
