@@ -87,6 +87,7 @@ def test_repeated_base_url_flag_and_logs_endpoints(tmp_path):
         args = ["run", "--model", "openai:fake-model", "--base-url", a.base_url, "--base-url", bad.base_url]
         r = runner.invoke(app, [*args, "--input", str(inp), "--out", str(out), "--concurrency", "2"])
         assert r.exit_code == 0, r.output
+        assert f"{bad.base_url} out for 5 s after 3 failures in a row" in r.output
         labels = [json.loads(x) for x in out.read_text().splitlines()]
         assert labels[0]["run_options"]["extra"]["base_url"] == [a.base_url, bad.base_url]
         assert all(row[d] == expected_labels(row["id"], DIMS)[d] for row in labels for d in DIMS)
