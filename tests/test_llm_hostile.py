@@ -19,6 +19,7 @@ from classify.classifiers.base import ModelOptions, ModelSpecError, make_classif
 from classify.classifiers.llm.cache import LLMStore
 from classify.classifiers.llm.response import EXCERPT_CHARS
 from classify.cli.main import app
+from classify.core.errors import ClassifyError
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
 
@@ -132,6 +133,11 @@ def test_credentials_in_base_url_are_refused_or_never_stored(tmp_path, monkeypat
         app, ["run", "--model", "openai:m", "--base-url", "http://bob:hunter2pw@localhost:9/v1", "--input", "x.jsonl"]
     )
     assert r.exit_code == 2 and "error:" in r.output and "hunter2pw" not in r.output
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://bob:hunter2pw@localhost:9/v1")  # the same rule there
+    with pytest.raises(ClassifyError, match="api-key-env") as ei:
+        make_classifier("openai:m", TAX, ModelOptions()).fit([], {})
+    assert "hunter2pw" not in str(ei.value)
+    monkeypatch.delenv("OPENAI_BASE_URL")
 
     # a gateway key in the query is sent with every request, and kept nowhere; a server that
     # echoes the Authorization header and the query into its answer gets both blanked

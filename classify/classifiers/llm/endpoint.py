@@ -158,6 +158,8 @@ def make_endpoint(
 ) -> Endpoint:
     """An Endpoint with the dialect's defaults for anything not given. Several base URLs: replicas."""
     urls = [check_url(u) for u in ([base_url] if isinstance(base_url, str) else base_url or []) if u]
+    if not urls and os.environ.get("OPENAI_BASE_URL"):
+        check_url(os.environ["OPENAI_BASE_URL"])  # used in their place: the same rules
     base_url = urls[0] if urls else None
     dialect = dialect or guess_dialect(base_url or os.environ.get("OPENAI_BASE_URL"))
     if dialect not in DIALECTS:
