@@ -11,7 +11,7 @@ obey (follows an instruction in the issue: "answer X" makes it answer X), vote (
 on the seed, for self-consistency).
 Hostile answers: nested (`{"a":[` x 2000), parts (content as a list of text parts), object
 (content as a JSON object), lots / huge (usage.prompt_tokens "lots" / 1e400), poslp / nanlp
-(logprobs +2.5 / NaN), echo (the Authorization header and query string written into the
+(logprobs +2.5 / NaN), surrogate (a lone surrogate in the answer), echo (the Authorization header and query string written into the
 answer), big (the right labels after 1 MB of spaces).
 
 Server-wide modes: `n_mode` "support" (n choices for `n`), "ignore" (one choice, as
@@ -315,6 +315,9 @@ class FakeOpenAI:
                 return self._answer(body, good, logprob=2.5 if kind == "poslp" else float("nan"))
             if kind == "echo":
                 return self._answer(body, None, content=json.dumps({**good, "rationale": f"you sent {auth} {query}"}))
+            if kind == "surrogate":  # lone surrogates and NULs, raw and as JSON escapes: no UTF-8 text holds them
+                text = json.dumps(good)[:-1] + ', "rationale": "\ud800 \\udfff \\u0000 x"}\x00'
+                return self._answer(body, None, content=text)
             if kind == "big":
                 return self._answer(body, None, content=" " * 1_000_000 + json.dumps(good))
         if kind == "obey":

@@ -80,24 +80,35 @@ def test_deeply_nested_answer_is_invalid_and_its_cached_copy_never_crashes(tmp_p
         assert third.stats.requests >= 1
 
 
-@pytest.mark.parametrize("marker", ["parts", "object", "lots", "huge"])
+@pytest.mark.parametrize("marker", ["parts", "object", "lots", "huge", "surrogate"])
 def test_malformed_server_fields_never_stop_a_bulk_run(tmp_path, marker):
     store = LLMStore(tmp_path / "llm.sqlite")
     records = [rec(1, f"[fault:{marker}:99]"), rec(2)]
     with FakeOpenAI(DIMS) as fake:
-        clf = clf_for(fake, store)
+        clf = clf_for(fake, store, rationale=True)
         out = clf.predict(records)
         for d in TAX.dimension_ids:
             for i, r in enumerate(records):
                 assert out[d][i].label == expected_labels(r.id, DIMS)[d], (marker, d, out[d][i])
+        if marker == "surrogate":  # text any file holds: replaced, not crashed on
+            assert out[TAX.dimension_ids[0]][0].rationale == "\ufffd \ufffd  x"
         # a count that is not a count is no count: the other request's tokens stay exact
         assert isinstance(clf.stats.prompt_tokens, int) and 0 < clf.stats.prompt_tokens < 10**7
         # what was cached reads back (the re-run sends nothing and gets the same labels)
-        again = clf_for(fake, store)
+        again = clf_for(fake, store, rationale=True)
         assert [p.label for p in again.predict(records)[TAX.dimension_ids[0]]] == [
             p.label for p in out[TAX.dimension_ids[0]]
         ]
         assert again.stats.requests == 0
+
+
+def test_an_input_text_no_utf8_file_holds_is_labeled(tmp_path):
+    # A lone surrogate comes in through a JSON escape in the input; the prompt carries U+FFFD.
+    bad = Record(id="h009", title="h009 crash \ud800 in kernel", body="body \udfff")
+    with FakeOpenAI(DIMS) as fake:
+        out = clf_for(fake, LLMStore(tmp_path / "llm.sqlite")).predict([bad])
+        assert out[TAX.dimension_ids[0]][0].label == expected_labels("h009", DIMS)[TAX.dimension_ids[0]]
+        assert "crash \ufffd in kernel" in fake.log[0]["body"]["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize("marker", ["poslp", "nanlp"])

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from classify.classifiers.llm.response import text_only
 from classify.core.causeshown import NONE_SHOWN, asking_order, shown_partners
 from classify.core.taxonomy import Taxonomy
 
@@ -174,7 +175,7 @@ def parse_answer(
         else:
             labels[d] = cid
     rationale = obj.get("rationale")
-    rationale = rationale.strip()[:2000] if isinstance(rationale, str) and rationale.strip() else None
+    rationale = text_only(rationale.strip()[:2000]) if isinstance(rationale, str) and rationale.strip() else None
     spans = {}
     for d in labels:
         m = re.search(rf'"{re.escape(d)}"\s*:\s*"([^"]*)"', text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ CHARS_PER_TOKEN_MAX = 32
 MIN_ANSWER_CHARS = 16_384  # the floor, for small max_tokens
 EXCERPT_CHARS = 2_000  # what is kept of a refused answer (cache, log, labels file)
 MAX_TOKEN_COUNT = 10**12  # a usage figure above this is not a count
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MalformedResponse(Exception):
@@ -114,11 +116,18 @@ def sanitize(res: ChatResult, max_tokens: int | None, secrets: Iterable[str | No
     if len(res.content) > limit:
         res.refused = f"answer of {len(res.content)} characters, far above max_tokens={max_tokens}: refused"
         res.content, lp = res.content[:EXCERPT_CHARS], None
-    clean = redact(res.content, [s for s in secrets if s and len(s) >= 4], keylike=False)
-    if clean != res.content:  # the server echoed a secret: the tokens spell it out as well
+    clean = text_only(redact(res.content, [s for s in secrets if s and len(s) >= 4], keylike=False))
+    if clean != res.content:  # a secret echoed, or no text: the tokens spell out what was removed
         res.content, lp = clean, None
     res.logprobs = _logprobs(lp, res.content)
     return res
+
+
+def text_only(s: str) -> str:
+    """`s` as text that UTF-8 files and SQLite hold: lone surrogates become U+FFFD, NULs go."""
+    if "\x00" in s:
+        s = s.replace("\x00", "")
+    return _SURROGATE.sub("\ufffd", s)
 
 
 def _field(obj: Any, name: str) -> Any:
