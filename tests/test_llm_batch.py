@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 from classify.classifiers.llm.cache import LLMStore
 from classify.cli.main import app
+from classify.core.errors import ClassifyError
 from classify.core.records import Record
 from classify.core.taxonomy import load_taxonomy
 
@@ -115,3 +116,11 @@ def test_batch_from_the_cli_and_refused_where_it_cannot_act(tmp_path):
         assert len(fake.batches) == 1 and _via(fake, "chat") == []
     labels = [json.loads(x) for x in out.read_text().splitlines()]
     assert all(row[d] == expected_labels(row["id"], DIMS)[d] for row in labels for d in DIMS)
+
+
+def test_a_batch_that_never_ends_stops_the_run_with_a_way_to_resume(tmp_path):
+    with FakeOpenAI(DIMS, batch_polls=10**6) as fake:
+        clf = _clf(fake, LLMStore(tmp_path / "llm.sqlite"), batch_poll=4 * 3600.0)
+        with pytest.raises(ClassifyError, match="not done after 28 h of polling; run again to resume"):
+            clf.predict(_records()[:1])
+        assert len(fake.batches) == 1 and fake.batches["batch_1"]["polls"] == 7

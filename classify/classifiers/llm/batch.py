@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 CHAT_URL = "/v1/chat/completions"
 DONE = ("completed", "failed", "expired", "cancelled")
 MAX_POLL_FAILURES = 10  # polls in a row without an answer before the run stops (and can resume)
+MAX_WAIT_SECONDS = 25 * 3600.0  # the completion window is 24 h: a batch not done by then is not coming
 
 
 async def prefetch(clf: LLMClassifier, plans: list[Plan]) -> None:
@@ -110,7 +111,10 @@ async def _submit(client: ChatClient, api: Any, store: LLMStore, sk: str, name: 
 
 async def _wait(client: ChatClient, api: Any, batch_id: str, poll_every: float) -> Any:
     failures = 0
+    waited = 0.0
     while True:
+        if waited > MAX_WAIT_SECONDS:
+            raise LLMError(f"batch {batch_id}: not done after {waited / 3600:.0f} h of polling; run again to resume it")
         try:
             batch = await api.batches.retrieve(batch_id)
             failures = 0
@@ -123,6 +127,7 @@ async def _wait(client: ChatClient, api: Any, batch_id: str, poll_every: float) 
                     f"batch {batch_id}: no answer to {failures} polls ({type(e).__name__}); run again to resume it"
                 ) from None
         await client.backoff.sleep(poll_every)
+        waited += poll_every
 
 
 def _collect(client: ChatClient, store: LLMStore, requests, text: str, name: str) -> int:
