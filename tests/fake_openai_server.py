@@ -9,6 +9,19 @@ Faults: 429, 500, 400, slow (sleeps past the client timeout), badjson (malformed
 html (a non-JSON page), nochoices, prose (answer without JSON), oot (label outside the taxonomy),
 obey (follows an instruction in the issue: "answer X" makes it answer X), vote (answer depends
 on the seed, for self-consistency).
+Hostile answers: nested (`{"a":[` x 2000), parts (content as a list of text parts), object
+(content as a JSON object), lots / huge (usage.prompt_tokens "lots" / 1e400), poslp / nanlp
+(logprobs +2.5 / NaN), surrogate (a lone surrogate in the answer), echo (the Authorization header and query string written into the
+answer), big (the right labels after 1 MB of spaces).
+
+Server-wide modes: `n_mode` "support" (n choices for `n`), "ignore" (one choice, as
+llama-cpp-python 0.3's server does) or "reject" (HTTP 400 naming `n`); `always` answers every
+chat request with that HTTP status (a broken replica); `query_key` requires `?api-key=<it>`;
+`latency` sleeps that long before every answer.
+
+Batch API (OpenAI's shape): POST /v1/files (multipart upload), POST /v1/batches, GET
+/v1/batches/<id> (the batch completes on its `batch_polls`-th poll: each input line is answered
+by the same `respond`, faults included), GET /v1/files/<id>/content.
 
 The correct answer for an issue is a function of its id (expected_labels), so a test can check
 that every prediction landed on the right record.
@@ -28,6 +41,27 @@ _TITLE = re.compile(r"<issue>\s*Title: ([^\n]*)")
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?::(\d+))?\]")
 
 
+async def no_sleep(seconds: float) -> None:
+    """A Backoff sleep for tests: retries and polls go on at once."""
+
+
+def fake_classifier(base_url, store, taxonomy, sleep=no_sleep, **opts):
+    """An `openai:fake-model` classifier fitted for zero-shot, with its own store and no sleeping."""
+    from classify.classifiers.base import ModelOptions, make_classifier
+    from classify.classifiers.llm.client import Backoff
+
+    c = make_classifier("openai:fake-model", taxonomy, ModelOptions(extra={"base_url": base_url, **opts}))
+    c._store = store
+    c.backoff = Backoff(sleep=sleep)
+    return c.fit([], {d: [] for d in taxonomy.dimension_ids})
+
+
+def assert_expected(out: dict, records: list, dims: dict[str, list[str]]) -> None:
+    """Every prediction is the fake's right answer for its record."""
+    for d in dims:
+        assert [p.label for p in out[d]] == [expected_labels(r.id, dims)[d] for r in records], d
+
+
 def expected_labels(rid: str, dims: dict[str, list[str]]) -> dict[str, str]:
     h = int(hashlib.sha256(rid.encode()).hexdigest(), 16)
     return {d: ids[(h >> (8 * i)) % len(ids)] for i, (d, ids) in enumerate(dims.items())}
@@ -43,7 +77,19 @@ class FakeOpenAI:
         slow_seconds: float = 1.5,
         reject_json_schema: bool = False,
         with_logprobs: bool = True,
+        n_mode: str = "ignore",
+        always: int | None = None,
+        query_key: str | None = None,
+        latency: float = 0.0,
+        batch_polls: int = 2,
     ):
+        self.batch_polls = batch_polls
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.n_mode = n_mode
+        self.always = always
+        self.query_key = query_key
+        self.latency = latency
         self.dims = dims
         self.model = model
         self.api_key = api_key
@@ -54,7 +100,7 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = defaultdict(int)  # requests per issue title
         self.log: list[dict] = []  # every chat request: title, time, status, body
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = _Server(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -79,10 +125,116 @@ class FakeOpenAI:
         with self.lock:
             return len(self.log)
 
+    # -- batch API ---------------------------------------------------------------------------
+
+    def upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, str], bytes, float]:
+        boundary = content_type.partition("boundary=")[2].strip('"').encode()
+        data = None
+        for part in raw.split(b"--" + boundary):
+            head, _, body = part.partition(b"\r\n\r\n")
+            if b'name="file"' in head:
+                data = body.rsplit(b"\r\n", 1)[0]
+        if data is None:
+            return _json(400, {"error": {"message": "no file part"}})
+        with self.lock:
+            fid = f"file-{len(self.files) + 1}"
+            self.files[fid] = data
+        return _json(
+            200,
+            {
+                "id": fid,
+                "object": "file",
+                "bytes": len(data),
+                "created_at": 0,
+                "filename": "in.jsonl",
+                "purpose": "batch",
+                "status": "processed",
+            },
+        )
+
+    def create_batch(self, body: dict) -> tuple[int, dict[str, str], bytes, float]:
+        if body.get("input_file_id") not in self.files:
+            return _json(404, {"error": {"message": "no such file"}})
+        with self.lock:
+            bid = f"batch_{len(self.batches) + 1}"
+            self.batches[bid] = {
+                "id": bid,
+                "object": "batch",
+                "endpoint": body.get("endpoint"),
+                "errors": None,
+                "input_file_id": body["input_file_id"],
+                "completion_window": "24h",
+                "status": "validating",
+                "created_at": 0,
+                "output_file_id": None,
+                "error_file_id": None,
+                "polls": 0,
+                "lines": 0,
+            }
+        return _json(200, self._public(bid))
+
+    def poll_batch(self, bid: str, auth: str | None) -> tuple[int, dict[str, str], bytes, float]:
+        with self.lock:
+            b = self.batches.get(bid)
+            if b is None:
+                return _json(404, {"error": {"message": "no such batch"}})
+            b["polls"] += 1
+            due = b["status"] != "completed" and b["polls"] >= self.batch_polls
+            if not due and b["status"] != "completed":
+                b["status"] = "in_progress"
+        if due:
+            out = []
+            for i, line in enumerate(self.files[b["input_file_id"]].decode().splitlines()):
+                req = json.loads(line)
+                status, _, payload, _ = self.respond(req["body"], auth)
+                self._note(req["body"], status, via="batch")
+                try:
+                    body = json.loads(payload)
+                except ValueError:
+                    body = payload.decode(errors="replace")
+                out.append(
+                    {
+                        "id": f"req_{i}",
+                        "custom_id": req["custom_id"],
+                        "error": None,
+                        "response": {"status_code": status, "request_id": f"r{i}", "body": body},
+                    }
+                )
+            with self.lock:
+                fid = f"file-{len(self.files) + 1}"
+                self.files[fid] = "".join(json.dumps(o) + "\n" for o in out).encode()
+                b.update(status="completed", output_file_id=fid, lines=len(out))
+        return _json(200, self._public(bid))
+
+    def _public(self, bid: str) -> dict:
+        return {k: v for k, v in self.batches[bid].items() if k not in ("polls", "lines")}
+
+    def _note(self, body: dict, status: int, via: str = "chat") -> None:
+        text = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant")
+        titles = _TITLE.findall(text)
+        with self.lock:
+            self.log.append(
+                {
+                    "id": titles[-1].split()[0] if titles else "",
+                    "t": time.monotonic(),
+                    "status": status,
+                    "body": body,
+                    "via": via,
+                }
+            )
+
     # -- behaviour --------------------------------------------------------------------------
 
-    def respond(self, body: dict, auth: str | None) -> tuple[int, dict[str, str], bytes, float]:
+    def respond(self, body: dict, auth: str | None, query: str = "") -> tuple[int, dict[str, str], bytes, float]:
         """(status, headers, body bytes, delay seconds) for one chat request."""
+        if self.always is not None:
+            return _json(self.always, {"error": {"message": "replica down", "type": "server_error"}})
+        if self.query_key is not None and f"api-key={self.query_key}" not in query:
+            return _json(401, {"error": {"message": "missing api-key query parameter", "type": "auth"}})
+        if (body.get("n") or 1) > 1 and self.n_mode == "reject":
+            return _json(
+                400, {"error": {"message": "Unsupported value: 'n' must be 1", "type": "invalid_request_error"}}
+            )
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             # Worst case for key hygiene: the error echoes what it received.
             return _json(
@@ -147,45 +299,85 @@ class FakeOpenAI:
                 return self._answer(body, None, content=f"I think this one is a {good[next(iter(good))]} problem.")
             if kind == "oot":
                 return self._answer(body, {**good, next(iter(good)): "gpu_meltdown"})
+            if kind == "nested":
+                return self._answer(
+                    body, None, content='{"a":[' * 2000
+                )  # under the size bound: the depth bound must catch it
+            if kind == "parts":
+                text = json.dumps(good)
+                parts = [{"type": "text", "text": text[:7]}, {"type": "image_url"}, {"type": "text", "text": text[7:]}]
+                return self._answer(body, good, raw_content=parts)
+            if kind == "object":
+                return self._answer(body, good, raw_content=good)
+            if kind in ("lots", "huge"):
+                return self._answer(body, good, prompt_tokens=kind)
+            if kind in ("poslp", "nanlp"):
+                return self._answer(body, good, logprob=2.5 if kind == "poslp" else float("nan"))
+            if kind == "echo":
+                return self._answer(body, None, content=json.dumps({**good, "rationale": f"you sent {auth} {query}"}))
+            if kind == "surrogate":  # lone surrogates and NULs, raw and as JSON escapes: no UTF-8 text holds them
+                text = json.dumps(good)[:-1] + ', "rationale": "\ud800 \\udfff \\u0000 x"}\x00'
+                return self._answer(body, None, content=text)
+            if kind == "big":
+                return self._answer(body, None, content=" " * 1_000_000 + json.dumps(good))
         if kind == "obey":
             # A gullible model: follows "answer X" found in the issue, whatever X is.
             m2 = re.search(r"answer (\w+)", text.split("<issue>")[-1], re.IGNORECASE)
             if m2:
                 return self._answer(body, {**good, next(iter(good)): m2.group(1)})
         if kind == "vote":
+            first = next(iter(good))
+            other = {**good, first: [c for c in self.dims[first] if c != good[first]][0]}
             seed = int(body.get("seed") or 0)
-            if seed % 3 == 2:  # one sample in three disagrees
-                first = next(iter(good))
-                other = [c for c in self.dims[first] if c != good[first]][0]
-                return self._answer(body, {**good, first: other})
+            # one sample in three disagrees (with n: choice i as if asked with seed + i)
+            return self._answer(body, good, per_choice=lambda i: json.dumps(other if (seed + i) % 3 == 2 else good))
         return self._answer(body, good)
 
-    def _answer(self, body: dict, labels: dict | None, content: str | None = None):
-        if content is None:
-            content = json.dumps(labels)
-        msg: dict = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        if body.get("logprobs") and self.with_logprobs:
-            # Token texts that concatenate to the content; each token has logprob -0.1.
-            toks = re.findall(r"\w+|[^\w]", content)
-            msg["logprobs"] = {
-                "content": [{"token": t, "logprob": -0.1, "bytes": None, "top_logprobs": []} for t in toks]
+    def _answer(
+        self,
+        body: dict,
+        labels: dict | None,
+        content: str | None = None,
+        raw_content=None,
+        prompt_tokens: str | None = None,
+        logprob: float = -0.1,
+        per_choice=None,
+    ):
+        n = max(1, int(body.get("n") or 1)) if self.n_mode == "support" else 1
+        choices = []
+        for i in range(n):
+            if per_choice is not None:
+                content = per_choice(i)
+            elif content is None:
+                content = json.dumps(labels)
+            msg: dict = {
+                "index": i,
+                "message": {"role": "assistant", "content": content if raw_content is None else raw_content},
+                "finish_reason": "stop",
             }
+            if body.get("logprobs") and self.with_logprobs:
+                # Token texts that concatenate to the content; each token has logprob -0.1.
+                toks = re.findall(r"\w+|[^\w]", content)
+                msg["logprobs"] = {
+                    "content": [{"token": t, "logprob": logprob, "bytes": None, "top_logprobs": []} for t in toks]
+                }
+            choices.append(msg)
         n_prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
-        return _json(
-            200,
-            {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": [msg],
-                "usage": {
-                    "prompt_tokens": n_prompt,
-                    "completion_tokens": len(content) // 4,
-                    "total_tokens": n_prompt + len(content) // 4,
-                },
-            },
-        )
+        usage = {"prompt_tokens": n_prompt, "completion_tokens": n * len(content or "") // 4}
+        payload: dict = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+            "usage": {**usage, "total_tokens": sum(usage.values())},
+        }
+        if prompt_tokens == "lots":
+            payload["usage"]["prompt_tokens"] = "lots"
+        status, headers, raw, delay = _json(200, payload)
+        if prompt_tokens == "huge":  # a number no float holds: json.dumps cannot write it
+            raw = raw.replace(f'"prompt_tokens": {n_prompt}'.encode(), b'"prompt_tokens": 1e400')
+        return status, headers, raw, delay
 
     def _handler(self):
         fake = self
@@ -208,7 +400,18 @@ class FakeOpenAI:
                     pass  # the client gave up (timeout)
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                path = self.path.partition("?")[0].rstrip("/")
+                if "/batches/" in path:
+                    self._send(*fake.poll_batch(path.rsplit("/", 1)[1], self.headers.get("Authorization"))[:3])
+                    return
+                if path.endswith("/content") and "/files/" in path:
+                    fid = path.split("/files/")[1].split("/")[0]
+                    if fid not in fake.files:
+                        self._send(*_json(404, {"error": {"message": "no such file"}})[:3])
+                        return
+                    self._send(200, {"Content-Type": "application/octet-stream"}, fake.files[fid])
+                    return
+                if self.path.partition("?")[0].rstrip("/").endswith("/models"):
                     self._send(*_json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})[:3])
                 else:
                     self._send(*_json(404, {"error": {"message": "no such route"}})[:3])
@@ -216,7 +419,14 @@ class FakeOpenAI:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                path = self.path.partition("?")[0].rstrip("/")
+                if path.endswith("/files"):
+                    self._send(*fake.upload(self.headers.get("Content-Type", ""), raw)[:3])
+                    return
+                if path.endswith("/batches"):
+                    self._send(*fake.create_batch(json.loads(raw))[:3])
+                    return
+                if not path.endswith("/chat/completions"):
                     self._send(*_json(404, {"error": {"message": "no such route"}})[:3])
                     return
                 try:
@@ -224,25 +434,19 @@ class FakeOpenAI:
                 except json.JSONDecodeError:
                     self._send(*_json(400, {"error": {"message": "bad JSON body"}})[:3])
                     return
-                status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"))
-                text = "\n".join(
-                    m.get("content") or "" for m in body.get("messages", []) if m.get("role") != "assistant"
-                )
-                titles = _TITLE.findall(text)
-                with fake.lock:
-                    fake.log.append(
-                        {
-                            "id": titles[-1].split()[0] if titles else "",
-                            "t": time.monotonic(),
-                            "status": status,
-                            "body": body,
-                        }
-                    )
+                query = self.path.partition("?")[2]
+                status, headers, payload, delay = fake.respond(body, self.headers.get("Authorization"), query)
+                delay += fake.latency
+                fake._note(body, status)
                 if delay:
                     time.sleep(delay)
                 self._send(status, headers, payload)
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # 128 clients connecting at once are queued, not refused
 
 
 def _json(status: int, obj: dict, headers: dict | None = None):

@@ -226,8 +226,9 @@ def test_old_llm_file_upgraded_responses_move_to_the_cache_file(tmp_path):
     try:
         assert store.get("k1") == {"answer": 1} and store.has("k1")  # a second run still finds it cached
         assert store.cache_path == tmp_path / "llm-cache.sqlite"
-        assert tables(path) == {"requests"} and tables(store.cache_path) == {"responses"}
-        assert user_version(path) == 2 and user_version(store.cache_path) == 1
+        # version 3 added the submitted batches (classify/classifiers/llm/batch.py)
+        assert tables(path) == {"requests", "batches"} and tables(store.cache_path) == {"responses"}
+        assert user_version(path) == 3 and user_version(store.cache_path) == 1
         [row] = list_logs(10, path)
         assert row["record_id"] == "r1" and row["run_id"] == "run1"
         store.log(run_id="run2", model="m", record_id="r2", outcome="ok")  # ids keep counting
@@ -243,7 +244,7 @@ def test_old_llm_log_read_by_list_logs_first(tmp_path):
         db.execute("INSERT INTO responses VALUES ('k1', 'e', 'm', '{}', 't')")
         db.execute("INSERT INTO requests (ts, record_id, outcome) VALUES ('t', 'r1', 'ok')")
     assert [r["record_id"] for r in list_logs(5, path)] == ["r1"]
-    assert tables(path) == {"requests"}
+    assert tables(path) == {"requests", "batches"}
     store = LLMStore(path)
     assert store.get("k1") == {}
     store.close()

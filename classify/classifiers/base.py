@@ -36,6 +36,7 @@ from classify.classifiers.options import (
     options_table,
     parse_options,
 )
+from classify.core.http import redact_urls_in
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
 
@@ -94,7 +95,12 @@ class ModelOptions:
 
     def run_meta(self) -> dict[str, Any]:
         """The options that tell two runs of one spec apart (recorded in reports, named in folders)."""
-        return {"encoder": self.encoder, "include_discussion": self.include_discussion, "extra": self.extra}
+        # Credentials in a server URL (a gateway's ?api-key=) are never recorded.
+        return {
+            "encoder": self.encoder,
+            "include_discussion": self.include_discussion,
+            "extra": redact_urls_in(self.extra),
+        }
 
 
 class Classifier(ABC):

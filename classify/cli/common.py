@@ -165,7 +165,12 @@ def parse_opts(opts: list[str], flag: str = "--opt") -> dict[str, Any]:
 # -- the LLM flags: declared once, added to every command that can talk to an LLM --------------------
 LLM_FLAGS: dict[str, Any] = {
     "base_url": Annotated[
-        Optional[str], typer.Option("--base-url", help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1.")
+        Optional[list[str]],
+        typer.Option(
+            "--base-url",
+            help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for replicas of one model "
+            "(balanced, failing ones taken out).",
+        ),
     ],
     "api_key_env": Annotated[
         Optional[str],
@@ -186,6 +191,14 @@ LLM_FLAGS: dict[str, Any] = {
     "concurrency": Annotated[
         Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
     ],
+    "batch": Annotated[
+        Optional[bool],
+        typer.Option(
+            "--batch",
+            help="LLM: ask through the server's batch API (/v1/batches; half the price on OpenAI); resumable. "
+            "--opt repair=batch re-asks invalid answers in the next batch.",
+        ),
+    ],
     "dry_run": Annotated[
         bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
     ],
@@ -199,6 +212,7 @@ _LLM_KEYS = {
     "rationale": "rationale",
     "samples": "samples",
     "concurrency": "concurrency",
+    "batch": "batch",
 }
 
 
@@ -213,12 +227,14 @@ class LLMFlags:
         out = {}
         for flag, key in _LLM_KEYS.items():
             v = self.values.get(flag)
+            if isinstance(v, (list, tuple)):  # a repeatable flag: one value stays a plain value
+                v = (v[0] if len(v) == 1 else list(v)) if v else None
             if v is not None:
                 out[key] = v.value if isinstance(v, Enum) else v
         return out
 
     def flag_names(self) -> list[str]:
-        names = ["--" + f.replace("_", "-") for f, k in _LLM_KEYS.items() if self.values.get(f) is not None]
+        names = ["--" + f.replace("_", "-") for f, k in _LLM_KEYS.items() if self.values.get(f) not in (None, [], ())]
         return names + (["--dry-run"] if self.dry_run else [])
 
 

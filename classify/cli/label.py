@@ -242,7 +242,11 @@ def _print_stats(st) -> None:
     err.print(
         f"LLM requests: {st.requests} sent ({st.retries} retries, {st.failed} given up), "
         f"{st.cache_hits} answered from the cache; tokens in/out {st.prompt_tokens}/{st.completion_tokens}"
-        + (f"; structured output fallbacks: {'; '.join(st.fallbacks)}" if st.fallbacks else ""),
+        + (
+            f"; fallbacks (output style, logprobs, servers taken out): {'; '.join(st.fallbacks)}"
+            if st.fallbacks
+            else ""
+        ),
         markup=False,
         highlight=False,
     )

@@ -116,10 +116,30 @@ def logs_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object a line (JSON lines), with messages and responses.")
     ] = False,
+    endpoints: Annotated[
+        bool,
+        typer.Option(
+            "--endpoints", help="Per server over the last --count requests (or the --run): outcomes, latency, tokens."
+        ),
+    ] = False,
 ) -> None:
     """Recent LLM requests (newest first): outcome, HTTP status, tokens, latency. From the cache dir's llm.sqlite."""
-    from classify.classifiers.llm.cache import default_db_path, format_logs, list_logs
+    from classify.classifiers.llm.cache import (
+        default_db_path,
+        endpoint_figures,
+        format_endpoint_figures,
+        format_logs,
+        list_logs,
+    )
 
+    if endpoints:
+        figures = endpoint_figures(run_id=run_id, last=count)
+        if as_json:
+            for f in figures:
+                typer.echo(json.dumps(f, ensure_ascii=False, default=str))
+        else:
+            console.print(format_endpoint_figures(figures), highlight=False, markup=False, soft_wrap=True)
+        return
     rows = list_logs(count, run_id=run_id, full=as_json)
     if as_json:
         # One object a line, unstyled: what `jq` and `pandas.read_json(lines=True)` read. (rich's

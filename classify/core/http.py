@@ -9,6 +9,8 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -78,3 +80,36 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, keylike: bool = Tru
             text = text.replace(s, MASK)
     text = _PREFIXED.sub(MASK, text)
     return _ANNOUNCED.sub(MASK, text) if keylike else text
+
+
+def redact_url(url: str | None) -> str | None:
+    """`url` without user:password and query string (some gateways take keys there): what may be kept."""
+    if not url:
+        return url
+    u = urlsplit(url)
+    netloc = u.hostname or ""
+    if u.port:
+        netloc += f":{u.port}"
+    return urlunsplit((u.scheme, netloc, u.path, "", ""))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credential-bearing parts of `url` (password, query values), to blank from messages."""
+    if not url:
+        return []
+    u = urlsplit(url)
+    found = [v for _, v in parse_qsl(u.query, keep_blank_values=False)] + ([u.password] if u.password else [])
+    return [s for s in found if len(s) >= 4]
+
+
+def redact_urls_in(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Options with every `*base_url` value (a URL or a list of them) through redact_url."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, str):
+            return redact_url(v)
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+
+    return {k: clean(v) if k.replace("-", "_").endswith("base_url") else v for k, v in options.items()}

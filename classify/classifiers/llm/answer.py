@@ -15,10 +15,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from classify.classifiers.llm.response import text_only
 from classify.core.causeshown import NONE_SHOWN, asking_order, shown_partners
 from classify.core.taxonomy import Taxonomy
 
 RATIONALE_MAX_CHARS = 400
+# Deeper than any answer object (labels, a rationale string): refused before json's recursive
+# decoder sees it, which raises RecursionError on a few thousand levels.
+MAX_NESTING = 32
 
 
 def answer_schema(
@@ -77,6 +81,30 @@ def _norm(s: str) -> str:
     return re.sub(r"[\s\-]+", "_", s.strip().strip("`'\"").lower())
 
 
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting in `text` outside JSON strings."""
+    if text.count("{") + text.count("[") <= MAX_NESTING:
+        return 0
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}]" and depth:
+            depth -= 1
+    return deepest
+
+
 def _objects(text: str):
     """JSON objects embedded in text, in order (handles fences and prose around them)."""
     dec = json.JSONDecoder()
@@ -84,7 +112,7 @@ def _objects(text: str):
     while i != -1:
         try:
             obj, end = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             i = text.find("{", i + 1)
             continue
         if isinstance(obj, dict):
@@ -92,12 +120,19 @@ def _objects(text: str):
         i = text.find("{", end)
 
 
-def parse_answer(content: str | None, taxonomy: Taxonomy, allow_null: bool = False) -> Answer:
+def parse_answer(
+    content: str | None, taxonomy: Taxonomy, allow_null: bool = False, refused: str | None = None
+) -> Answer:
     """The labels in `content`. Null is valid where `allow_null`, and for a dimension whose
-    `<dim>_shown` decision the same answer gives as `none_shown` (no cause shown, none named)."""
+    `<dim>_shown` decision the same answer gives as `none_shown` (no cause shown, none named).
+    `refused`: why the client would not take this answer at all (every dimension invalid)."""
     dims = asking_order(taxonomy)  # a "shown" decision is read before the null of its dimension
+    if refused:
+        return Answer({}, {d: refused for d in dims})
     partners = shown_partners(taxonomy)
     text = content or ""
+    if _nesting(text) > MAX_NESTING:
+        return Answer({}, {d: f"answer nested deeper than {MAX_NESTING} levels" for d in dims})
     obj: dict[str, Any] | None = None
     for cand in _objects(text):
         if any(d in cand for d in dims):
@@ -140,7 +175,7 @@ def parse_answer(content: str | None, taxonomy: Taxonomy, allow_null: bool = Fal
         else:
             labels[d] = cid
     rationale = obj.get("rationale")
-    rationale = rationale.strip()[:2000] if isinstance(rationale, str) and rationale.strip() else None
+    rationale = text_only(rationale.strip()[:2000]) if isinstance(rationale, str) and rationale.strip() else None
     spans = {}
     for d in labels:
         m = re.search(rf'"{re.escape(d)}"\s*:\s*"([^"]*)"', text)
@@ -162,8 +197,8 @@ def span_probability(tokens: list[tuple[str, float]] | None, content: str, span:
         pos = end
         if end <= span[0] or start >= span[1]:
             continue
-        if lp is None or not math.isfinite(lp):
+        if lp is None or not math.isfinite(lp) or lp > 0:  # a probability above 1 is no probability
             return None
         total += lp
         hit = True
-    return math.exp(total) if hit else None
+    return min(1.0, math.exp(total)) if hit else None

@@ -40,6 +40,13 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (id DESC);
 """
+# Batches submitted and not yet collected (batch.py): paid work, so kept with the log (data).
+_BATCHES = """
+CREATE TABLE IF NOT EXISTS batches (
+    state_key TEXT PRIMARY KEY, endpoint TEXT, batch_id TEXT NOT NULL, input_file_id TEXT,
+    requests INTEGER, status TEXT, created_at TEXT, updated_at TEXT
+);
+"""
 _CACHE_MIGRATIONS: list[Migration] = [_RESPONSES]
 
 
@@ -55,7 +62,7 @@ def _log_migrations(cache_path: Path) -> list[Migration]:
                 )
         db.execute("DROP TABLE responses")
 
-    return [_RESPONSES + _REQUESTS, split_out_responses]
+    return [_RESPONSES + _REQUESTS, split_out_responses, _BATCHES]
 
 
 def _open_cache(path: Path) -> SQLiteStore:
@@ -76,7 +83,7 @@ def _open_log(path: Path, cache_path: Path) -> SQLiteStore:
         "LLM request log",
         _log_migrations(cache_path),
         kind="data",
-        tables={"requests"},
+        tables={"requests", "batches"},
         legacy_tables={"requests"},
         check_same_thread=False,
     )
@@ -115,11 +122,23 @@ class LLMStore:
         except BaseException:
             self._log.close()
             raise
+        # One commit per request: with WAL, NORMAL stays consistent and skips the fsync that
+        # otherwise held the client's event loop ~10 ms a request (power loss may drop the last
+        # few rows, never corrupt the file).
+        for store in (self._log, self._cache):
+            store.db.execute("PRAGMA synchronous=NORMAL")
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The cached response, or None: also for a row that does not decode (it is only a cache)."""
         with self._lock:
             row = self._cache.db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            got = json.loads(row[0])
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return got if isinstance(got, dict) else None
 
     def has(self, key: str) -> bool:
         with self._lock:
@@ -158,6 +177,28 @@ class LLMStore:
             self._log.db.execute(
                 f"INSERT INTO requests (ts, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                 [_now(), *vals],
+            )
+
+    def batch(self, state_key: str) -> dict[str, Any] | None:
+        """The batch submitted for these requests, unless it was collected or failed."""
+        with self._lock:
+            cur = self._log.db.execute(
+                "SELECT batch_id, input_file_id, status FROM batches WHERE state_key = ? AND status NOT IN ('collected', 'failed')",
+                (state_key,),
+            )
+            row = cur.fetchone()
+        return {"batch_id": row[0], "input_file_id": row[1], "status": row[2]} if row else None
+
+    def save_batch(
+        self, state_key: str, endpoint: str, batch_id: str, input_file_id: str | None, requests: int, status: str
+    ) -> None:
+        now = _now()
+        with self._lock, self._log.db:
+            self._log.db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(state_key) DO UPDATE SET "
+                "batch_id = excluded.batch_id, input_file_id = excluded.input_file_id, status = excluded.status, "
+                "updated_at = excluded.updated_at",
+                (state_key, endpoint, batch_id, input_file_id, requests, status, now, now),
             )
 
     def close(self) -> None:
@@ -200,17 +241,70 @@ def list_logs(
         return [dict(r) for r in store.db.execute(q, args)]
 
 
-def format_logs(rows: list[dict[str, Any]]) -> str:
-    """Plain-text table of list_logs() rows."""
+def endpoint_figures(path: Path | None = None, run_id: str | None = None, last: int = 1000) -> list[dict[str, Any]]:
+    """Per server, over the `last` logged requests (or one run's): attempts, how they ended,
+    mean latency and tokens. What `classify logs --endpoints` prints."""
+    path = Path(path) if path else default_db_path()
+    if not path.exists():
+        return []
+    where, args = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
+    q = f"""
+        SELECT endpoint, COUNT(*) AS requests,
+               SUM(outcome = 'ok') AS ok, SUM(outcome = 'transient') AS transient,
+               SUM(outcome IN ('error', 'rejected')) AS errors,
+               AVG(latency_ms) AS mean_ms,
+               COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+               COALESCE(SUM(completion_tokens), 0) AS completion_tokens
+        FROM (SELECT * FROM requests {where} ORDER BY id DESC LIMIT ?)
+        GROUP BY endpoint ORDER BY requests DESC, endpoint"""
+    with _open_log(path, cache_path_for(path)) as store:
+        store.db.row_factory = sqlite3.Row
+        return [dict(r) for r in store.db.execute(q, [*args, int(last)])]
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, Any]]) -> str:
+    """Fixed-width text: columns are (heading, format spec, value of a row)."""
     if not rows:
         return "no logged LLM requests"
-    head = f"{'id':>6}  {'time (UTC)':19}  {'model':24}  {'record':18}  {'try':>3}  {'outcome':9}  {'http':>4}  {'in':>6}  {'out':>5}  {'ms':>7}  error"
-    lines = [head]
-    for r in rows:
-        lines.append(
-            f"{r['id']:>6}  {str(r['ts'])[:19]:19}  {str(r['model'])[:24]:24}  {str(r['record_id'] or '')[:18]:18}  "
-            f"{r['attempt'] or 0:>3}  {str(r['outcome'])[:9]:9}  {r['http_status'] or '':>4}  {r['prompt_tokens'] or '':>6}  "
-            f"{r['completion_tokens'] or '':>5}  {round(r['latency_ms']) if r['latency_ms'] is not None else '':>7}  "
-            f"{(r['error'] or '')[:60]}"
-        )
-    return "\n".join(lines)
+
+    def line(cells: list[Any]) -> str:
+        return "  ".join(f"{c:{spec}}" for c, (_, spec, _) in zip(cells, columns)).rstrip()
+
+    return "\n".join([line([h for h, _, _ in columns]), *(line([f(r) for _, _, f in columns]) for r in rows)])
+
+
+def format_endpoint_figures(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of endpoint_figures() rows."""
+    return _table(
+        rows,
+        [
+            ("endpoint", "48", lambda r: str(r["endpoint"])[:48]),
+            ("requests", ">8", lambda r: r["requests"]),
+            ("ok", ">6", lambda r: r["ok"] or 0),
+            ("transient", ">9", lambda r: r["transient"] or 0),
+            ("errors", ">6", lambda r: r["errors"] or 0),
+            ("mean ms", ">8", lambda r: round(r["mean_ms"] or 0)),
+            ("in", ">9", lambda r: r["prompt_tokens"]),
+            ("out", ">8", lambda r: r["completion_tokens"]),
+        ],
+    )
+
+
+def format_logs(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of list_logs() rows."""
+    return _table(
+        rows,
+        [
+            ("id", ">6", lambda r: r["id"]),
+            ("time (UTC)", "19", lambda r: str(r["ts"])[:19]),
+            ("model", "24", lambda r: str(r["model"])[:24]),
+            ("record", "18", lambda r: str(r["record_id"] or "")[:18]),
+            ("try", ">3", lambda r: r["attempt"] or 0),
+            ("outcome", "9", lambda r: str(r["outcome"])[:9]),
+            ("http", ">4", lambda r: r["http_status"] or ""),
+            ("in", ">6", lambda r: r["prompt_tokens"] or ""),
+            ("out", ">5", lambda r: r["completion_tokens"] or ""),
+            ("ms", ">7", lambda r: round(r["latency_ms"]) if r["latency_ms"] is not None else ""),
+            ("error", "", lambda r: (r["error"] or "")[:60]),
+        ],
+    )

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from classify.classifiers.base import Classifier, ModelOptions, ModelSpecError, Prediction, SharedPool
-from classify.classifiers.llm.answer import Answer, answer_schema, parse_answer, span_probability
+from classify.classifiers.llm.answer import answer_schema, parse_answer, span_probability
 from classify.classifiers.llm.cache import LLMStore
-from classify.classifiers.llm.client import ChatClient, ClientStats, RequestFailed
+from classify.classifiers.llm.client import Backoff, ChatClient, ChatResult, ClientStats, RequestFailed
 from classify.classifiers.llm.endpoint import Endpoint, check_reachable, make_endpoint
 from classify.classifiers.llm.prompts import Example, PromptSet
 from classify.classifiers.llm.server import DEFAULT_LOCAL, LocalServerError, resolve_local_model, shared_server
@@ -56,6 +56,7 @@ def _local_model(spec: str) -> Path:
 
 class LLMClassifier(Classifier):
     Options = LLMSettings
+    backoff: Backoff = Backoff()  # waits between retries (tests set one that does not sleep)
 
     @classmethod
     def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> LLMSettings:
@@ -63,11 +64,13 @@ class LLMClassifier(Classifier):
         family, _, name = spec.partition(":")
         given = settings.model_fields_set
         # Settings that cannot act for this spec are refused, not carried along unused.
-        moot = {"local": ("base_url", "api_key_env"), "openai": ("n_ctx", "n_threads")}.get(family, ())
+        moot = {"local": ("base_url", "api_key_env", "batch"), "openai": ("n_ctx", "n_threads")}.get(family, ())
         wrong = sorted(k for k in moot if k in given)
         if wrong:
             where = "the local server is started by classify" if family == "local" else "only for local: servers"
             raise ModelSpecError(f"{spec}: option {', '.join(wrong)}: {where}")
+        if "repair" in given and not settings.batch:
+            raise ModelSpecError(f"{spec}: option repair: only with batch (--batch)")
         if "k" in given and settings.strategy != "few-shot":
             raise ModelSpecError(f"{spec}: option k (--shots): only with strategy few-shot")
         if family == "local":
@@ -184,12 +187,16 @@ class LLMClassifier(Classifier):
         if self.family == "local":
             return
         self.endpoint.api_key()  # EndpointError when the variable is missing
-        check_reachable(self.endpoint.url, timeout=min(10.0, self.endpoint.timeout))
+        check_reachable(self.endpoint.urls, timeout=min(10.0, self.endpoint.timeout))
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
         if self.selector is not None and records:
             self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
+        if self.settings.batch and records:  # one batch for the whole block, not one per chunk
+            from classify.classifiers.llm.batch import prefetch
+
+            _run(prefetch(self, self.plan(records)))
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
         plans = self.plan(records)
@@ -203,7 +210,12 @@ class LLMClassifier(Classifier):
                 logits_all=self.endpoint.logprobs,
             )
             self.endpoint.base_url = server.base_url
-        rows = _run(self._predict_async(plans)) if plans else []
+        s = self.settings
+        if s.batch and plans:
+            from classify.classifiers.llm.batch import prefetch
+
+            _run(prefetch(self, plans))
+        rows = _run(self._predict_async(plans, defer=s.batch and s.repair == "batch")) if plans else []
         return {d: [row[d] for row in rows] for d in self.taxonomy.dimension_ids}
 
     def provenance(self) -> dict[str, Any]:
@@ -252,7 +264,7 @@ class LLMClassifier(Classifier):
             plans.append(Plan(r, ex, self.prompts.messages(r, ex), params))
         return plans
 
-    def client(self, store: LLMStore | None = None) -> ChatClient:
+    def client(self, store: LLMStore | None = None, defer: bool = False) -> ChatClient:
         s = self.settings
         return ChatClient(
             self.endpoint,
@@ -260,6 +272,8 @@ class LLMClassifier(Classifier):
             concurrency=s.concurrency or (2 if self.family == "local" else 4),
             max_retries=s.max_retries,
             use_cache=s.cache,
+            backoff=self.backoff,
+            defer=defer,
         )
 
     @property
@@ -270,8 +284,8 @@ class LLMClassifier(Classifier):
 
     # -- labelling -----------------------------------------------------------------------------
 
-    async def _predict_async(self, plans: list[Plan]) -> list[dict[str, Prediction]]:
-        async with self.client() as client:
+    async def _predict_async(self, plans: list[Plan], defer: bool = False) -> list[dict[str, Prediction]]:
+        async with self.client(defer=defer) as client:
             tasks = [asyncio.create_task(self._label_one(client, p)) for p in plans]
             try:
                 return list(await asyncio.gather(*tasks))
@@ -295,22 +309,26 @@ class LLMClassifier(Classifier):
             setattr(self._stats, k, cur + v)
 
     async def _label_one(self, client: ChatClient, plan: Plan) -> dict[str, Prediction]:
-        samples: list[tuple[Answer | None, str | None, list | None, str | None]] = []
-        for params in plan.params:
-            samples.append(await self._one_sample(client, plan, params))
+        firsts = await client.complete_samples(plan.messages, plan.params, self.schema, plan.record.id)
+        samples = [await self._one_sample(client, plan, p, first) for p, first in zip(plan.params, firsts)]
         return self._aggregate(plan, samples)
 
-    async def _one_sample(self, client: ChatClient, plan: Plan, params: dict[str, Any]):
-        """(answer, raw content, token logprobs, transport error) after up to repair_retries re-asks."""
+    async def _one_sample(self, client: ChatClient, plan: Plan, params: dict[str, Any], first: Any):
+        """(answer, raw content, token logprobs, transport error) after up to repair_retries re-asks
+        of the `first` answer (a ChatResult, or the RequestFailed of its request)."""
         msgs = list(plan.messages)
         ans, raw, lp = None, None, None
-        for _ in range(self.settings.repair_retries + 1):
+        for attempt in range(self.settings.repair_retries + 1):
             try:
-                res = await client.complete(msgs, params, self.schema, plan.record.id)
+                if isinstance(first, RequestFailed):
+                    raise first
+                res: ChatResult = (
+                    first if attempt == 0 else await client.complete(msgs, params, self.schema, plan.record.id)
+                )
             except RequestFailed as e:
                 return ans, raw, lp, str(e)
             raw, lp = res.content, res.logprobs
-            ans = parse_answer(res.content, self.taxonomy, self.settings.allow_null)
+            ans = parse_answer(res.content, self.taxonomy, self.settings.allow_null, res.refused)
             if ans.ok:
                 break
             err = ans.error_text()

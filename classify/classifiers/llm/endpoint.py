@@ -19,9 +19,10 @@ import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from classify.core.errors import ClassifyError
+from classify.core.http import redact_url
 
 STRUCTURED_STYLES = ("json_schema", "json_object_schema", "json_object", "none")
 
@@ -52,21 +53,11 @@ def guess_dialect(base_url: str | None) -> str:
     return "generic"
 
 
-def redact_url(url: str | None) -> str | None:
-    """Drop user:password and query strings (some gateways take keys there) from a URL."""
-    if not url:
-        return url
-    u = urlsplit(url)
-    netloc = u.hostname or ""
-    if u.port:
-        netloc += f":{u.port}"
-    return urlunsplit((u.scheme, netloc, u.path, "", ""))
-
-
 @dataclass
 class Endpoint:
     model: str  # the model name the server expects
     base_url: str | None = None  # None: the openai client's default (OPENAI_BASE_URL or api.openai.com)
+    more_urls: tuple[str, ...] = ()  # replicas of the same model, used as one server (pool.py)
     api_key_env: str = "OPENAI_API_KEY"
     dialect: str = "openai"
     structured: str = "json_schema"
@@ -90,8 +81,13 @@ class Endpoint:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
     @property
+    def urls(self) -> tuple[str, ...]:
+        return (self.url, *self.more_urls)
+
+    @property
     def cache_identity(self) -> str:
-        return self.identity or f"{redact_url(self.url)}|{self.model}"
+        # Replicas answer alike: one identity for the set, whatever order they were given in.
+        return self.identity or f"{' '.join(sorted(str(redact_url(u)) for u in self.urls))}|{self.model}"
 
     def api_key(self) -> str:
         """The key from the named environment variable; never stored, logged or echoed."""
@@ -110,7 +106,7 @@ class Endpoint:
     def describe(self) -> dict:
         """Endpoint settings for provenance and logs: no key, no credentials in the URL."""
         return {
-            "endpoint": redact_url(self.url) if not self.identity else self.identity,
+            "endpoint": self.identity or " ".join(str(redact_url(u)) for u in self.urls),
             "llm_model": self.model,
             "dialect": self.dialect,
             "structured": self.structured,
@@ -118,25 +114,39 @@ class Endpoint:
         }
 
 
-def check_reachable(url: str, timeout: float = 10.0) -> None:
-    """Raise EndpointError when nothing answers at `url` (connection refused, unknown host, timeout).
-    Any HTTP answer, even 401 or 404, means a server is there: what it says is the run's business."""
-    target = url.rstrip("/") + "/models"
-    try:
-        with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout):
+def check_reachable(urls: str | tuple[str, ...], timeout: float = 10.0) -> None:
+    """Raise EndpointError when nothing answers at any of `urls` (connection refused, unknown host,
+    timeout). Any HTTP answer, even 401 or 404, means a server is there: what it says is the run's
+    business. With several, one answering is enough: the others are taken out while they fail."""
+    why = []
+    for url in [urls] if isinstance(urls, str) else urls:
+        target = urlsplit(url)._replace(query="").geturl().rstrip("/") + "/models"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(target, method="GET"), timeout=timeout):
+                return
+        except urllib.error.HTTPError:
             return
-    except urllib.error.HTTPError:
-        return
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            why.append(f"{redact_url(url)}: {getattr(e, 'reason', e)}")
+    raise EndpointError(f"cannot reach the LLM server at {'; '.join(why)} (is it running? is --base-url right?)")
+
+
+def check_url(url: str) -> str:
+    """`url` if it can be a server's base URL; EndpointError (not naming any credential) if not."""
+    u = urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise EndpointError(f"base URL {redact_url(url)!r}: expected http(s)://host[:port]/path")
+    if u.username or u.password:
         raise EndpointError(
-            f"cannot reach the LLM server at {redact_url(url)}: {reason} (is it running? is --base-url right?)"
-        ) from None
+            f"base URL {redact_url(url)}: user:password@ in the URL is not kept or sent; put the key in an "
+            f"environment variable and name it with --api-key-env"
+        )
+    return url
 
 
 def make_endpoint(
     model: str,
-    base_url: str | None = None,
+    base_url: str | list[str] | None = None,
     api_key_env: str | None = None,
     dialect: str | None = None,
     structured: str | None = None,
@@ -146,8 +156,11 @@ def make_endpoint(
     identity: str | None = None,
     key_required: bool | None = None,
 ) -> Endpoint:
-    """An Endpoint with the dialect's defaults for anything not given."""
-    base_url = base_url or None
+    """An Endpoint with the dialect's defaults for anything not given. Several base URLs: replicas."""
+    urls = [check_url(u) for u in ([base_url] if isinstance(base_url, str) else base_url or []) if u]
+    if not urls and os.environ.get("OPENAI_BASE_URL"):
+        check_url(os.environ["OPENAI_BASE_URL"])  # used in their place: the same rules
+    base_url = urls[0] if urls else None
     dialect = dialect or guess_dialect(base_url or os.environ.get("OPENAI_BASE_URL"))
     if dialect not in DIALECTS:
         raise EndpointError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
@@ -159,6 +172,7 @@ def make_endpoint(
     return Endpoint(
         model=model,
         base_url=base_url,
+        more_urls=tuple(urls[1:]),
         api_key_env=api_key_env or "OPENAI_API_KEY",
         dialect=dialect,
         structured=structured or d["structured"],

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound, TemplateSyntaxError
 
+from classify.classifiers.llm.response import text_only
 from classify.core.causeshown import asking_order, shown_partners
 from classify.core.errors import ClassifyError
 from classify.core.records import Record
@@ -166,7 +167,8 @@ class PromptSet:
         return f"{ex}\n\n{task}" if ex else task
 
     def messages(self, record: Record, examples: Sequence[Example] = ()) -> list[dict[str, str]]:
-        task = self.task_text(record, examples)
+        # an input's lone surrogate (a JSON escape) would stop the request's key, log and body
+        task = text_only(self.task_text(record, examples))
         if self.layout == "naive":
             return [{"role": "user", "content": f"{task}\n\n{self.system_text}"}]
         if self.fold_system:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from classify.classifiers.llm.endpoint import check_url
 from classify.classifiers.options import Backend, ModelSpecError, OptionsModel, parse_options
 from classify.core.paths import PROMPTS_DIR
 
@@ -34,7 +35,7 @@ class LLMSettings(OptionsModel):
     kind: ClassVar[str] = "LLM "
 
     # endpoint (see endpoint.py); None = the dialect's default
-    base_url: str | None = None
+    base_url: str | list[str] | None = None  # several: replicas of one model, balanced (pool.py)
     api_key_env: str | None = None
     dialect: str | None = None
     structured: str | None = None
@@ -63,12 +64,26 @@ class LLMSettings(OptionsModel):
     max_retries: Annotated[int, _at_least(0, "transport retries per request (429, 5xx, timeouts)")] = 6
     repair_retries: Annotated[int, _at_least(0, "re-asks with the validation error fed back, per sample")] = 2
     cache: bool = True  # read answers from the response cache (always written)
+    batch: bool = False  # ask through the server's batch API (/v1/batches): half the price on OpenAI
+    repair: Literal["interactive", "batch"] = "interactive"  # with batch: where invalid answers are re-asked
+    batch_poll: Annotated[float, Field(gt=0, description="seconds between polls of a submitted batch")] = 30.0
     price_in: float | None = None  # USD per 1M prompt tokens, for the dry-run estimate
     price_out: float | None = None  # USD per 1M completion tokens
     # local server
     n_ctx: Annotated[int, _at_least(512, "local server context size, tokens")] = 8192
     n_threads: int | None = None
     backend: Backend = "torch"  # embedding backend for few-shot selection
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls_usable(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for u in [v] if isinstance(v, str) else v or []:
+            check_url(u)  # EndpointError is a ValueError: reported as this option's error
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("the same URL is given twice")
+        if isinstance(v, list) and not v:
+            return None
+        return v
 
     @field_validator("prompts")
     @classmethod
