@@ -16,7 +16,9 @@ import pytest
 
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import compute_metrics, cross_validate, train_test_leaks
+from classify.evaluation.crossval import cross_validate
+from classify.evaluation.leaks import train_test_leaks
+from classify.evaluation.metrics import compute_metrics
 
 LEXICAL = {"embed": False}  # TF-IDF words only: no sentence encoder needed
 CHARS = {"embed": False, "tfidf": False, "char": True}

@@ -23,10 +23,10 @@ def test_top_level_names_resolve_lazily():
 
 
 def test_run_eval_writes_the_same_report_the_command_does(tmp_path, gold):
-    from classify import run_eval
+    from classify import Progress, run_eval
 
     logged = []
-    run = run_eval("tfidf-logreg", folds=3, n_boot=100, out_dir=tmp_path, log=logged.append)
+    run = run_eval("tfidf-logreg", folds=3, n_boot=100, out_dir=tmp_path, progress=Progress(log=logged.append))
     assert run.out_dir is not None and run.out_dir.parent == tmp_path
     assert {"metrics.json", "report.md", "predictions.jsonl"} <= {p.name for p in run.out_dir.iterdir()}
     on_disk = json.loads((run.out_dir / "metrics.json").read_text())

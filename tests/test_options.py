@@ -213,5 +213,5 @@ def test_settings_that_cannot_act_are_refused(taxonomy, spec, encoder, extra, me
 def test_the_runs_encoder_reaches_only_members_that_encode(taxonomy):
     # a hub-style name: resolving it loads nothing (a packaged one would be unpacked)
     clf = make_classifier("ensemble:tfidf-logreg+embed-logreg", taxonomy, ModelOptions(encoder="org/my-encoder"))
-    tfidf, embed = clf.members
+    tfidf, embed = clf.make_members()  # built by fit; constructors do no work, so this is cheap
     assert tfidf.options.encoder is None and embed.options.encoder == "org/my-encoder"

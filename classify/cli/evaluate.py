@@ -32,6 +32,7 @@ from classify.cli.common import (
     with_llm_flags,
 )
 from classify.core import paths
+from classify.core.progress import Progress
 
 EvalsDir = Annotated[
     Optional[Path],
@@ -224,11 +225,13 @@ def eval_cmd(
             n_boot=n_boot,
             compare=compare,
             out_dir=out_dir or paths.evals_dir(),
-            log=lambda m: (
-                bar.write(m, file=sys.stderr) if bar is not None else err.print(m, markup=False, highlight=False)
+            progress=Progress(
+                log=lambda m: (
+                    bar.write(m, file=sys.stderr) if bar is not None else err.print(m, markup=False, highlight=False)
+                ),
+                labeled=bar.update if bar is not None else None,
+                total=expected,
             ),
-            predicted=bar.update if bar is not None else None,
-            expected=expected,
             **common,
         )
     finally:
