@@ -188,6 +188,11 @@ class Encoder:
             self._cache = EmbeddingCache()
         return self._cache
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory or a cache connection is open (close() drops what it owns)."""
+        return self._model is not None or self._cache is not None
+
     def close(self) -> None:
         """Drop the loaded model and close the cache connection it opened; both come back on the next encode."""
         if self._cache is not None and self._own_cache:
