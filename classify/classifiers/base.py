@@ -110,7 +110,7 @@ class NotFittedError(ClassifyError, SklearnNotFittedError):
     ClassifyError, so the command line prints it as one line."""
 
 
-class Classifier(BaseEstimator, ABC):  # type: ignore[misc]  # BaseEstimator is untyped
+class Classifier(BaseEstimator, ABC):
     """Base of every classifier. Subclasses implement fit/predict/provenance and declare `Options`.
 
     `params` is `Options` validated from `options.extra`; `make_classifier` builds it (validating

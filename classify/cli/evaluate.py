@@ -22,7 +22,6 @@ from classify.cli.common import (
     NBoot,
     NoDiscussion,
     Seed,
-    Task,
     TaskOpt,
     TaxonomyPath,
     console,
@@ -151,7 +150,7 @@ def eval_cmd(
     model: EvalModelSpec = None,
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
-    task: TaskOpt = Task.labels,
+    task: TaskOpt = "labels",
     test: Annotated[
         Optional[Path],
         typer.Option(
@@ -198,7 +197,7 @@ def eval_cmd(
         prev = load_run_metrics(compare)["meta"]
         if model is None or model == prev.get("model"):
             options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
-    common = dict(taxonomy=taxonomy, gold=gold, task=task.value, test=test, seed=seed, limit=limit, options=options)
+    common = dict(taxonomy=taxonomy, gold=gold, task=task, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
         for text in estimate_eval(model or DEFAULT_MODEL, **common):
             console.print(text)

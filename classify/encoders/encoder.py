@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,7 +180,7 @@ class Encoder:
         self.use_cache = use_cache
         self._cache = cache
         self._own_cache = cache is None  # close() closes only a cache this encoder opened
-        self._model = None
+        self._model: Any = None
         self.n_encoded = 0  # texts that went through the model (cache misses), for tests and logs
 
     @property

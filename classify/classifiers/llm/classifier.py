@@ -83,6 +83,7 @@ class LLMClassifier(Classifier):
     encoder_key_: str | None  # few-shot: the encoder that embeds them
     pool_key_: tuple | None  # the FEWSHOT_ENCODERS entry this classifier holds
     stats_: ClientStats  # summed over predict() calls
+    _store: LLMStore | None  # the response cache, opened on first use (tests may set their own)
 
     # -- what the settings imply, derived on first use (rendering a prompt needs no fit) ----------
 
@@ -288,9 +289,10 @@ class LLMClassifier(Classifier):
     @property
     def store(self) -> LLMStore:
         """The response cache, opened on first use (tests may set `_store` to their own)."""
-        if getattr(self, "_store", None) is None:
-            self._store = LLMStore()
-        return self._store
+        store = getattr(self, "_store", None)
+        if store is None:
+            store = self._store = LLMStore()
+        return store
 
     # -- labelling -----------------------------------------------------------------------------
 
@@ -389,8 +391,9 @@ class LLMClassifier(Classifier):
         return out
 
     def close(self) -> None:
-        if getattr(self, "_store", None) is not None:
-            self._store.close()
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
             self._store = None
         self._release_encoder()
 
