@@ -18,7 +18,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from classify.core.errors import ClassifyError, UsageError
 from classify.core.records import CORE_FIELDS, Record, read_records
 from classify.core.storage import SQLiteStore
 from classify.core.taxonomy import Taxonomy, load_taxonomy, parse_taxonomy
+from classify.core.timestamps import utc_timestamp
 
 DB_NAME = "workbench.sqlite"
 CODER_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
@@ -72,10 +72,6 @@ class NotFound(ProjectError):
 
 class Forbidden(ProjectError):
     """An unknown coder, or a coder acting on an item that is not theirs."""
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def hash_token(token: str) -> str:
@@ -256,7 +252,7 @@ class Project:
         try:
             with db:
                 meta = {
-                    "created_at": now(),
+                    "created_at": utc_timestamp(),
                     "input": str(Path(input_path).resolve()),
                     "taxonomy_path": str(tax.path.resolve()) if tax.path else "",
                     "taxonomy_text": text,
@@ -266,7 +262,7 @@ class Project:
                 }
                 db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
                 for pos, c in enumerate(coders):
-                    db.execute("INSERT INTO coders VALUES (?, ?, NULL, ?)", (c, pos, now()))
+                    db.execute("INSERT INTO coders VALUES (?, ?, NULL, ?)", (c, pos, utc_timestamp()))
                 for pos, r in enumerate(records):
                     rec = {k: getattr(r, k) for k in CORE_FIELDS}
                     sug = suggestion_of(r, tax)
@@ -441,7 +437,7 @@ class Project:
             raise LabelError("note must be a string", {})
         if not isinstance(unsure, bool):
             raise LabelError("unsure must be true or false", {})
-        at = now()
+        at = utc_timestamp()
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO codes (item_id, coder, labels, note, unsure, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -465,7 +461,7 @@ class Project:
         if not isinstance(note, str) or not note.strip():
             raise LabelError("an adjudication needs a note saying why", {})
         props = check_proposals(proposals or [], self.taxonomy)
-        at = now()
+        at = utc_timestamp()
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO decisions (item_id, labels, note, proposals, adjudicator, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -477,7 +473,7 @@ class Project:
         with self._write() as db:
             db.execute(
                 "INSERT INTO review_log (item_id, dimension, decision, reviewer, created_at) VALUES (?, ?, ?, ?, ?)",
-                (item_id, dimension, json.dumps(decision), reviewer, now()),
+                (item_id, dimension, json.dumps(decision), reviewer, utc_timestamp()),
             )
 
     def progress(self) -> dict[str, dict[str, int]]:
