@@ -7,6 +7,7 @@ import pytest
 from conftest import write_jsonl
 from typer.testing import CliRunner
 
+from classify.classifiers.base import ModelOptions
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_GOLD, DEFAULT_INPUT
 
@@ -181,3 +182,29 @@ def test_an_output_that_cannot_be_written_is_refused_up_front(tmp_path, kind):
     r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--out", str(out), "--force"])
     assert r.exit_code == 2 and ("is a folder" in r.output or "is a file" in r.output), r.output
     assert not list(tmp_path.glob("*.partial.jsonl"))
+
+
+def test_the_plugin_page_example_works_as_a_spec(gold, taxonomy):
+    import re
+
+    from conftest import ROOT
+
+    from classify import NotFittedError, make_classifier, register
+    from classify.core.gold import gold_from_records
+    from classify.evaluation.crossval import cross_validate
+    from classify.evaluation.leaks import train_test_leaks
+
+    code = re.search(r"```python\n(.*?)```", (ROOT / "docs" / "plugins.md").read_text(), re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "docs/plugins.md", "exec"), ns)
+    register("test-docs-majority", ns["Majority"])
+    clf = make_classifier("test-docs-majority", taxonomy, ModelOptions(extra={"smoothing": 1}))
+    with pytest.raises(NotFittedError):
+        clf.predict(gold.records[:1])
+    small = gold_from_records(gold.records[:60], taxonomy)
+    res = cross_validate(clf, small, k=3)  # a clone per fold
+    assert train_test_leaks(res) == [] and res.provenance == {
+        "model": "test-docs-majority",
+        "options": {"smoothing": 1.0},
+    }
+    assert all(p is not None and p.label in taxonomy.dimensions["symptom"].ids for p in res.predictions["symptom"])
