@@ -345,7 +345,7 @@ def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones
         taxonomy,
         _opts(k=3, strategy="few-shot", C=5),
     )
-    knn, logreg, llm = clf.members
+    knn, logreg, llm = clf.make_members()  # fit builds them; constructors do no work
     assert knn.options.extra == {} and knn.params.k == 10
     assert logreg.options.extra == {"C": 5} and logreg.params.C == 5
     assert llm.settings.k == 3 and llm.settings.strategy == "few-shot"

@@ -144,9 +144,9 @@ def test_ensemble_with_a_local_llm_member_combines_both_votes(tmp_path):
     gold = load_gold(DEFAULT_GOLD, TAX)
     spec = "ensemble:tfidf-embed[embed=false]+local:smollm2-135m"
     clf = make_classifier(spec, TAX, ModelOptions(extra=dict(OPTS), show_progress=False))
-    llm = clf.members[1]
-    llm._store = LLMStore(tmp_path / "llm.sqlite")
     clf.fit(gold.records[:120], {d: gold.labels[d][:120] for d in TAX.dimension_ids})
+    llm = clf.members[1]  # fit builds the members
+    llm._store = LLMStore(tmp_path / "llm.sqlite")
     out = clf.predict(gold.records[120:123])
     _valid(out)
     for d, plist in out.items():

@@ -43,7 +43,9 @@ class FoldModels(Classifier):
         members = []
         for f in sorted(set(self.folds)):
             idx = [i for i, x in enumerate(self.folds) if x != f]
-            members.append(clone(template).fit([records[i] for i in idx], {d: [ys[i] for i in idx] for d, ys in labels.items()}))
+            members.append(
+                clone(template).fit([records[i] for i in idx], {d: [ys[i] for i in idx] for d, ys in labels.items()})
+            )
             self.members_ = members  # what is fitted so far is closed by close() if a later fold fails
         return self
 

@@ -172,17 +172,17 @@ def cross_validate(
     predicted: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """Every gold record is predicted by a model trained on the other folds only: a clone of `model`
-(a Classifier, or a spec string built with `options`) per fold.
+    (a Classifier, or a spec string built with `options`) per fold.
 
-    `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
-    training folds still use every other gold record. `folds` (one fold index per record) replaces
-    the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
-    `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
-    learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
-    `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
-    `progress(fold, k)` after each fold that holds evaluated records (under `limit` some hold none
-    and are skipped: see evaluated_folds); `predicted(n)`: n more records predicted (LLM specs report
-    every few records).
+        `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
+        training folds still use every other gold record. `folds` (one fold index per record) replaces
+        the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
+        `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
+        learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
+        `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
+        `progress(fold, k)` after each fold that holds evaluated records (under `limit` some hold none
+        and are skipped: see evaluated_folds); `predicted(n)`: n more records predicted (LLM specs report
+        every few records).
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
@@ -316,5 +316,3 @@ def prediction_rows(res: EvalResult) -> list[dict[str, Any]]:
                 row[f"{d}_raw"] = p.raw
         rows.append(row)
     return rows
-
-

@@ -168,8 +168,8 @@ class LLMClassifier(Classifier):
         if not hasattr(self, "stats_"):
             self.stats_ = ClientStats()
         if self.settings.strategy == "few-shot":
+            from classify.classifiers.baselines import make_encoder
             from classify.classifiers.llm.fewshot import ExampleSelector
-            from classify.encoders.encoder import Encoder
 
             key = (
                 self.options.encoder,
@@ -179,15 +179,7 @@ class LLMClassifier(Classifier):
                 str(cache_dir()),
                 threading.get_ident(),
             )
-            enc = FEWSHOT_ENCODERS.acquire(
-                key,
-                lambda: Encoder(
-                    self.options.encoder,
-                    batch_size=self.options.batch_size,
-                    show_progress=self.options.show_progress,
-                    backend=self.settings.backend,
-                ),
-            )
+            enc = FEWSHOT_ENCODERS.acquire(key, lambda: make_encoder(self.options, self.settings.backend))
             self.pool_key_ = key
             self.selector_ = ExampleSelector(
                 records,
