@@ -33,6 +33,11 @@ def test_run_eval_writes_the_same_report_the_command_does(tmp_path, gold):
     on_disk = json.loads((run.out_dir / "metrics.json").read_text())
     assert on_disk["dimensions"]["symptom"]["kappa"] == run.metrics["dimensions"]["symptom"]["kappa"]
     assert run.metrics["dimensions"]["symptom"]["n"] == len(gold)
+    score = run.scores["symptom"]  # the typed view of the same figures
+    assert (score.kappa, score.kappa_lo, score.kappa_hi) == tuple(
+        on_disk["dimensions"]["symptom"]["kappa"][k] for k in ("kappa", "lo", "hi")
+    )
+    assert score.n == len(gold) and score.level == "category" and 0 <= score.accuracy <= 1
     assert any("3-fold cross-validation" in m for m in logged)
     # every gold record predicted by a model of another fold
     assert set(run.result.folds) == {0, 1, 2}
@@ -208,3 +213,24 @@ def test_the_plugin_page_example_works_as_a_spec(gold, taxonomy):
         "options": {"smoothing": 1.0},
     }
     assert all(p is not None and p.label in taxonomy.dimensions["symptom"].ids for p in res.predictions["symptom"])
+
+
+VALIDATED: list[str] = []
+
+
+def test_run_eval_validates_the_options_once(tmp_path):
+    from classify import register, run_eval
+    from classify.classifiers.baselines import TfidfLogReg
+
+    @register("test-counted")
+    class Counted(TfidfLogReg):
+        @classmethod
+        def check(cls, spec, taxonomy, options):
+            VALIDATED.append(spec)
+            return super().check(spec, taxonomy, options)
+
+    small = tmp_path / "gold.jsonl"
+    small.write_text("".join(DEFAULT_GOLD.read_text().splitlines(True)[:90]))
+    run = run_eval("test-counted", gold=small, folds=3, n_boot=100, out_dir=None)
+    assert VALIDATED == ["test-counted"]  # not once more per fold: each fold trains a clone
+    assert set(run.result.folds) == {0, 1, 2} and run.scores["symptom"].n == 90
