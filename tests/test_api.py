@@ -17,6 +17,7 @@ runner = CliRunner()
 def test_top_level_names_resolve_lazily():
     import classify
 
+    assert sorted(classify.__all__) == sorted(classify._API)
     for name in classify.__all__:
         assert getattr(classify, name) is not None
     with pytest.raises(AttributeError):
