@@ -16,7 +16,9 @@ import pytest
 
 from classify.classifiers.base import ModelOptions, ModelSpecError, make_classifier
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import compute_metrics, cross_validate, train_test_leaks
+from classify.evaluation.crossval import cross_validate
+from classify.evaluation.leaks import train_test_leaks
+from classify.evaluation.metrics import compute_metrics
 
 LEXICAL = {"embed": False}  # TF-IDF words only: no sentence encoder needed
 CHARS = {"embed": False, "tfidf": False, "char": True}
@@ -343,7 +345,7 @@ def test_ensemble_routes_llm_options_to_llm_members_and_the_rest_to_trained_ones
         taxonomy,
         _opts(k=3, strategy="few-shot", C=5),
     )
-    knn, logreg, llm = clf.members
+    knn, logreg, llm = clf.make_members()  # fit builds them; constructors do no work
     assert knn.options.extra == {} and knn.params.k == 10
     assert logreg.options.extra == {"C": 5} and logreg.params.C == 5
     assert llm.settings.k == 3 and llm.settings.strategy == "few-shot"

@@ -7,6 +7,7 @@ import pytest
 from conftest import write_jsonl
 from typer.testing import CliRunner
 
+from classify.classifiers.base import ModelOptions
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_GOLD, DEFAULT_INPUT
 
@@ -16,6 +17,7 @@ runner = CliRunner()
 def test_top_level_names_resolve_lazily():
     import classify
 
+    assert sorted(classify.__all__) == sorted(classify._API)
     for name in classify.__all__:
         assert getattr(classify, name) is not None
     with pytest.raises(AttributeError):
@@ -23,15 +25,20 @@ def test_top_level_names_resolve_lazily():
 
 
 def test_run_eval_writes_the_same_report_the_command_does(tmp_path, gold):
-    from classify import run_eval
+    from classify import Progress, run_eval
 
     logged = []
-    run = run_eval("tfidf-logreg", folds=3, n_boot=100, out_dir=tmp_path, log=logged.append)
+    run = run_eval("tfidf-logreg", folds=3, n_boot=100, out_dir=tmp_path, progress=Progress(log=logged.append))
     assert run.out_dir is not None and run.out_dir.parent == tmp_path
     assert {"metrics.json", "report.md", "predictions.jsonl"} <= {p.name for p in run.out_dir.iterdir()}
     on_disk = json.loads((run.out_dir / "metrics.json").read_text())
     assert on_disk["dimensions"]["symptom"]["kappa"] == run.metrics["dimensions"]["symptom"]["kappa"]
     assert run.metrics["dimensions"]["symptom"]["n"] == len(gold)
+    score = run.scores["symptom"]  # the typed view of the same figures
+    assert (score.kappa, score.kappa_lo, score.kappa_hi) == tuple(
+        on_disk["dimensions"]["symptom"]["kappa"][k] for k in ("kappa", "lo", "hi")
+    )
+    assert score.n == len(gold) and score.level == "category" and 0 <= score.accuracy <= 1
     assert any("3-fold cross-validation" in m for m in logged)
     # every gold record predicted by a model of another fold
     assert set(run.result.folds) == {0, 1, 2}
@@ -181,3 +188,50 @@ def test_an_output_that_cannot_be_written_is_refused_up_front(tmp_path, kind):
     r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--out", str(out), "--force"])
     assert r.exit_code == 2 and ("is a folder" in r.output or "is a file" in r.output), r.output
     assert not list(tmp_path.glob("*.partial.jsonl"))
+
+
+def test_the_plugin_page_example_works_as_a_spec(gold, taxonomy):
+    import re
+
+    from conftest import ROOT
+
+    from classify import NotFittedError, make_classifier, register
+    from classify.core.gold import gold_from_records
+    from classify.evaluation.crossval import cross_validate
+    from classify.evaluation.leaks import train_test_leaks
+
+    code = re.search(r"```python\n(.*?)```", (ROOT / "docs" / "plugins.md").read_text(), re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "docs/plugins.md", "exec"), ns)
+    register("test-docs-majority", ns["Majority"])
+    clf = make_classifier("test-docs-majority", taxonomy, ModelOptions(extra={"smoothing": 1}))
+    with pytest.raises(NotFittedError):
+        clf.predict(gold.records[:1])
+    small = gold_from_records(gold.records[:60], taxonomy)
+    res = cross_validate(clf, small, k=3)  # a clone per fold
+    assert train_test_leaks(res) == [] and res.provenance == {
+        "model": "test-docs-majority",
+        "options": {"smoothing": 1.0},
+    }
+    assert all(p is not None and p.label in taxonomy.dimensions["symptom"].ids for p in res.predictions["symptom"])
+
+
+VALIDATED: list[str] = []
+
+
+def test_run_eval_validates_the_options_once(tmp_path):
+    from classify import register, run_eval
+    from classify.classifiers.baselines import TfidfLogReg
+
+    @register("test-counted")
+    class Counted(TfidfLogReg):
+        @classmethod
+        def check(cls, spec, taxonomy, options):
+            VALIDATED.append(spec)
+            return super().check(spec, taxonomy, options)
+
+    small = tmp_path / "gold.jsonl"
+    small.write_text("".join(DEFAULT_GOLD.read_text().splitlines(True)[:90]))
+    run = run_eval("test-counted", gold=small, folds=3, n_boot=100, out_dir=None)
+    assert VALIDATED == ["test-counted"]  # not once more per fold: each fold trains a clone
+    assert set(run.result.folds) == {0, 1, 2} and run.scores["symptom"].n == 90

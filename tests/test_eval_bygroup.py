@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from classify.core.errors import ClassifyError
-from classify.evaluation.crossval import TestOverlapError
+from classify.core.progress import Progress
+from classify.evaluation.leaks import TestOverlapError
 from classify.evaluation.metrics import dimension_report
 from classify.evaluation.pipeline import run_eval
 
@@ -160,7 +161,7 @@ def test_test_overlap_refuse_lists_every_match(tiny, tmp_path):
 def test_test_overlap_drop_train_scores_the_test_file_whole_and_keep_warns(tiny, tmp_path):
     gold, test = _overlap_case(tmp_path)
     said = []
-    run = _eval(tiny, tmp_path, gold, test=test, test_overlap="drop-train", log=said.append)
+    run = _eval(tiny, tmp_path, gold, test=test, test_overlap="drop-train", progress=Progress(log=said.append))
     assert run.metrics["dimensions"]["kind"]["n"] == 8  # the whole test file
     trained = run.result.train_ids[-1]
     assert len(trained) == 41 - 4 and trained.isdisjoint({"x-0", "x-dup", "x-1", "x-3"})
@@ -176,7 +177,7 @@ def test_test_overlap_drop_train_scores_the_test_file_whole_and_keep_warns(tiny,
     assert any("left out of training (37 remain)" in m for m in said)
 
     said.clear()
-    kept = _eval(tiny, tmp_path, gold, test=test, test_overlap="keep", log=said.append)
+    kept = _eval(tiny, tmp_path, gold, test=test, test_overlap="keep", progress=Progress(log=said.append))
     assert kept.result.train_ids[-1] >= {"x-0", "x-dup", "x-1", "x-3"} and len(kept.result.train_ids[-1]) == 41
     assert kept.metrics["test_overlap"]["policy"] == "keep" and len(kept.metrics["test_overlap"]["matches"]) == 4
     assert any(m.startswith("warning: 3 test records repeat 4 gold records") for m in said)

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from classify.cli.main import app
 from classify.core import paths
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import compute_metrics, cross_validate
+from classify.evaluation.crossval import cross_validate
+from classify.evaluation.metrics import compute_metrics
 from classify.evaluation.report import write_eval
 
 runner = CliRunner()
@@ -206,6 +207,7 @@ def test_llm_eval_reports_progress_every_few_records_and_says_n_a_without_confid
     from fake_openai_server import FakeOpenAI
 
     from classify.classifiers.base import ModelOptions
+    from classify.core.progress import Progress
     from classify.evaluation import crossval
     from classify.evaluation.pipeline import run_eval
 
@@ -220,8 +222,7 @@ def test_llm_eval_reports_progress_every_few_records_and_says_n_a_without_confid
             n_boot=100,
             options=opts,
             out_dir=None,
-            predicted=seen.append,
-            expected=total.append,
+            progress=Progress(labeled=seen.append, total=total.append),
         )
         assert fake.n_requests == 40
     assert total == [40] and sum(seen) == 40

@@ -3,13 +3,9 @@ import json
 import pytest
 
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import (
-    assign_folds,
-    compute_metrics,
-    cross_validate,
-    evaluate_on_test,
-    train_test_leaks,
-)
+from classify.evaluation.crossval import assign_folds, cross_validate, evaluate_on_test
+from classify.evaluation.leaks import train_test_leaks
+from classify.evaluation.metrics import compute_metrics
 from classify.evaluation.report import write_eval
 
 

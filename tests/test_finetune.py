@@ -10,7 +10,8 @@ from classify.classifiers.features import FineTune
 from classify.core.gold import gold_from_records
 from classify.core.hashing import text_hash as _text_key
 from classify.encoders.finetune import balanced_batches, supcon_loss
-from classify.evaluation.crossval import cross_validate, train_test_leaks
+from classify.evaluation.crossval import cross_validate
+from classify.evaluation.leaks import train_test_leaks
 
 # Small and quick: one top layer, one epoch, short sequences.
 FAST = {"ft_epochs": 1, "ft_top_layers": 1, "ft_max_seq_length": 64, "ft_batch_size": 8}
@@ -20,10 +21,10 @@ _SPY: list[FineTune] = []
 
 @register("test-finetune-spy")
 class _Spy(FineTune):
-    # The real fine-tuned classifier; the test only keeps a reference to each fold's instance.
-    def __init__(self, *args):
-        super().__init__(*args)
+    # The real fine-tuned classifier; the test only keeps a reference to each fold's fitted instance.
+    def fit(self, records, labels):
         _SPY.append(self)
+        return super().fit(records, labels)
 
 
 def test_supcon_loss_prefers_grouped_embeddings():
@@ -62,11 +63,11 @@ def test_finetuning_never_sees_the_evaluated_fold(gold, taxonomy):
         trained = [r for i, r in enumerate(small.records) if res.folds[i] != fold]
         eval_keys = {_text_key(r.text(True)) for r in evaluated}
         train_keys = {_text_key(r.text(True)) for r in trained}
-        used = clf.ft.trained_on
+        used = clf.ft_.trained_on
         assert used, "fine-tuning took no gradient step"
         assert used.isdisjoint(eval_keys), f"fold {fold}: fine-tuning used evaluated records"
         assert used <= train_keys
-        assert clf.ft.log.steps > 0
+        assert clf.ft_.log.steps > 0
 
 
 @pytest.mark.slow

@@ -7,10 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-import classify.evaluation.crossval as crossval
-from classify.classifiers.base import Classifier, ModelOptions, make_classifier
+from classify.classifiers.base import Classifier, ModelOptions, make_classifier, register
+from classify.classifiers.baselines import TfidfLogReg
+from classify.classifiers.options import OptionsModel
+from classify.core.errors import UsageError
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import cross_validate, evaluate_on_test, near_duplicates, train_test_leaks
+from classify.evaluation import leaks
+from classify.evaluation.crossval import cross_validate, evaluate_on_test
+from classify.evaluation.leaks import near_duplicates, train_test_leaks
 
 
 @pytest.fixture(scope="module")
@@ -22,61 +26,76 @@ def _labels_of(preds, dims):
     return {d: [p.label for p in preds[d]] for d in dims}
 
 
+class SelfTrainingOptions(OptionsModel):
+    via_member: bool = False  # the leak happens one level down, inside a member (as in an ensemble)
+
+
+@register("test-self-training")
 class SelfTraining(Classifier):
     """Pseudo-labels the records it predicts and refits on them: a leak of the evaluated texts."""
 
-    def __init__(self, taxonomy, via_member: bool):
-        super().__init__("self-training", taxonomy, ModelOptions(), None)
-        self.via_member = via_member
-        self.inner = make_classifier("tfidf-logreg", taxonomy, ModelOptions())
-
-    @property
-    def members(self):
-        # the leak happens one level down, inside a member (as in an ensemble)
-        return [self.inner] if self.via_member else []
+    Options = SelfTrainingOptions
+    uses_encoder = False
 
     def fit(self, records, labels):
-        self.train = (list(records), labels)
-        self.inner.fit(records, labels)
+        self.train_ = (list(records), labels)
+        self.inner_ = make_classifier("tfidf-logreg", self.taxonomy, ModelOptions()).fit(records, labels)
+        if self.params.via_member:
+            self.members_ = [self.inner_]  # built by fit, as an ensemble builds its members
         return self
 
     def predict(self, records):
-        first = self.inner.predict(records)
-        recs, labels = self.train
+        first = self.inner_.predict(records)
+        recs, labels = self.train_
         pseudo = _labels_of(first, self.taxonomy.dimension_ids)
         more = {d: list(labels[d]) + pseudo[d] for d in self.taxonomy.dimension_ids}
-        refit = self.inner.fit if self.via_member else self.fit
+        refit = self.inner_.fit if self.params.via_member else self.fit
         refit(recs + list(records), more)
-        return self.inner.predict(records)
+        return self.inner_.predict(records)
 
     def provenance(self):
-        return {}
+        return {"model": self.spec}
 
 
 @pytest.mark.parametrize("via_member", [False, True])
-def test_a_model_fit_on_the_records_it_predicts_is_caught(small, taxonomy, monkeypatch, via_member):
-    monkeypatch.setattr(crossval, "make_classifier", lambda spec, tax, opts: SelfTraining(tax, via_member))
-    res = cross_validate("self-training", small, k=3)
+def test_a_model_fit_on_the_records_it_predicts_is_caught(small, via_member):
+    clf = make_classifier("test-self-training", small.taxonomy, ModelOptions(extra={"via_member": via_member}))
+    res = cross_validate(clf, small, k=3)
     # Every evaluated record went through fit() of its own fold's model.
     assert sorted(train_test_leaks(res)) == sorted(small.ids)
+    assert not clf.__sklearn_is_fitted__()  # each fold trained a clone; the classifier given stays unfitted
 
 
-def test_recorded_train_ids_are_what_fit_received(small, taxonomy, monkeypatch):
-    received: list[set[str]] = []
+RECEIVED: list[set[str]] = []
 
-    def spying_factory(spec, tax, opts):
-        clf = make_classifier(spec, tax, opts)
-        orig = clf.fit
-        clf.fit = lambda recs, labels: (received.append({r.id for r in recs}), orig(recs, labels))[1]
-        return clf
 
-    monkeypatch.setattr(crossval, "make_classifier", spying_factory)
-    res = cross_validate("tfidf-logreg", small, k=3, train_fraction=0.5)
+@register("test-recording")
+class Recording(TfidfLogReg):
+    """The lexical baseline, noting what each fit() receives."""
+
+    def fit(self, records, labels):
+        RECEIVED.append({r.id for r in records})
+        return super().fit(records, labels)
+
+
+def test_recorded_train_ids_are_what_fit_received(small):
+    RECEIVED.clear()
+    res = cross_validate(make_classifier("test-recording", small.taxonomy), small, k=3, train_fraction=0.5)
     assert train_test_leaks(res) == []
-    assert [res.train_ids[f] for f in range(3)] == received
+    assert [res.train_ids[f] for f in range(3)] == RECEIVED
     for f, ids in res.train_ids.items():
         others = {r.id for r, ff in zip(small.records, res.folds) if ff != f}
         assert ids < others and len(ids) == pytest.approx(len(others) / 2, abs=1)
+
+
+def test_a_classifier_for_other_dimensions_or_with_options_beside_it_is_refused(small, taxonomy):
+    from classify.evaluation.profile import derived_gold
+
+    shown = derived_gold(small)  # adds root_cause_shown: the model must be built for it
+    with pytest.raises(UsageError, match="built for the dimensions symptom, root_cause, but gold has"):
+        cross_validate(make_classifier("tfidf-logreg", taxonomy), shown, k=3)
+    with pytest.raises(UsageError, match="give them to the classifier"):
+        cross_validate(make_classifier("tfidf-logreg", taxonomy), small, ModelOptions(), k=3)
 
 
 def _copy(rec, new_id, title=None, body=None):
@@ -114,7 +133,7 @@ def test_planted_near_duplicates_across_folds_are_flagged(small, taxonomy):
     res = cross_validate("tfidf-logreg", g, k=3, folds=folds)
     edit = [d for d in res.near_duplicates if d["id"] == "edit-of-b"]
     assert len(edit) == 1 and edit[0]["train_id"] == b.id and not edit[0]["identical"]
-    assert crossval.NEAR_DUPLICATE_COSINE <= edit[0]["similarity"] < 1
+    assert leaks.NEAR_DUPLICATE_COSINE <= edit[0]["similarity"] < 1
 
 
 def test_real_gold_sample_has_no_near_duplicates(small):
@@ -145,12 +164,12 @@ def test_held_out_test_file_repeating_gold_is_refused_and_an_edited_copy_flagged
     src = small.records[5]
     reposted = _copy(src, "reposted", title=src.title.upper(), body=src.body.replace(".", " ."))
     test = gold_from_records(small.records[60:] + [reposted], taxonomy)
-    with pytest.raises(crossval.TestOverlapError, match=rf"1 of {len(test)} records .*reposted = gold {src.id}"):
+    with pytest.raises(leaks.TestOverlapError, match=rf"1 of {len(test)} records .*reposted = gold {src.id}"):
         evaluate_on_test("tfidf-logreg", train, test)
     # Only the title and body count: another discussion does not make it a new report.
     again = _copy(src, "again")
     again = replace(again, discussion="a different thread below the same report")
-    with pytest.raises(crossval.TestOverlapError):
+    with pytest.raises(leaks.TestOverlapError):
         evaluate_on_test("tfidf-logreg", train, gold_from_records(small.records[60:] + [again], taxonomy))
     # An edited copy is not the same text: evaluated, and listed as a near-duplicate.
     b = small.records[7]

@@ -6,7 +6,8 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.gold import gold_from_records
-from classify.evaluation.crossval import assign_folds, cross_validate, stratify_keys, train_test_leaks
+from classify.evaluation.crossval import assign_folds, cross_validate, stratify_keys
+from classify.evaluation.leaks import train_test_leaks
 from classify.evaluation.learning_curve import CurveFit, extrapolate, fit_curve, parse_fractions
 from tests.conftest import write_jsonl
 

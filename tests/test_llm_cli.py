@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from classify.classifiers.base import ModelOptions
 from classify.cli.main import app
-from classify.evaluation.crossval import cross_validate, train_test_leaks
+from classify.evaluation.crossval import cross_validate
+from classify.evaluation.leaks import train_test_leaks
 
 runner = CliRunner()
 

@@ -165,9 +165,9 @@ def test_ensemble_with_a_local_llm_member_combines_both_votes(tmp_path):
     train, labels = _train()
     spec = f"ensemble:tfidf-embed[embed=false]+{SPEC}"
     clf = make_classifier(spec, MINI, ModelOptions(extra=dict(OPTS), show_progress=False))
-    llm = clf.members[1]
-    llm._store = LLMStore(tmp_path / "llm.sqlite")
     clf.fit(train, labels)
+    llm = clf.members_[1]  # fit builds the members
+    llm._store = LLMStore(tmp_path / "llm.sqlite")
     test = [Record(id=f"q{i}", title=TRAIN_TEXT[k].format(n=9), body="") for i, k in enumerate(list(TRAIN_TEXT)[:3])]
     out = clf.predict(test)
     _valid(out)

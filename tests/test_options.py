@@ -213,5 +213,40 @@ def test_settings_that_cannot_act_are_refused(taxonomy, spec, encoder, extra, me
 def test_the_runs_encoder_reaches_only_members_that_encode(taxonomy):
     # a hub-style name: resolving it loads nothing (a packaged one would be unpacked)
     clf = make_classifier("ensemble:tfidf-logreg+embed-logreg", taxonomy, ModelOptions(encoder="org/my-encoder"))
-    tfidf, embed = clf.members
+    tfidf, embed = clf.make_members()  # built by fit; constructors do no work, so this is cheap
     assert tfidf.options.encoder is None and embed.options.encoder == "org/my-encoder"
+
+
+@pytest.mark.parametrize(("key", "value"), [("dialect", "llama"), ("structured", "grammar"), ("layout", "fancy")])
+def test_llm_choices_are_refused_before_anything_is_built(taxonomy, key, value):
+    # Declared once (classify.classifiers.llm.choices); the endpoint is built only at fit, so this
+    # check is the only one before training.
+    with pytest.raises(ModelSpecError, match=f"openai:x: option {key}: '{value}' is not one of"):
+        validate_options("openai:x", taxonomy, _opts(**{key: value}))
+
+
+class _NeverFitted(Classifier):
+    """A plugin whose fit() forgets to fit: its predict() finds it unfitted."""
+
+    uses_encoder = False
+
+    def fit(self, records, labels):
+        return self
+
+    def predict(self, records):
+        self.check_fitted()
+        return {}
+
+    def provenance(self):
+        return {"model": self.spec}
+
+
+def test_an_unfitted_model_is_a_clear_error_on_the_command_line(tmp_path):
+    from classify.cli.main import app
+
+    base.register("test-never-fitted", _NeverFitted)
+    out = tmp_path / "o.jsonl"
+    r = CliRunner().invoke(app, ["run", "--model", "test-never-fitted", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "error: test-never-fitted: call fit() before predict()" in " ".join(r.output.split())
+    assert "internal error" not in r.output

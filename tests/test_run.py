@@ -9,6 +9,8 @@ import pytest
 from conftest import write_jsonl
 from typer.testing import CliRunner
 
+from classify.classifiers.base import register
+from classify.classifiers.baselines import TfidfLogReg
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_INPUT, PROJECT_ROOT
 
@@ -56,20 +58,21 @@ def test_bad_input_fails_before_any_work(tmp_path, gold_rows):
     assert not out.exists() and not (tmp_path / "o.jsonl.partial.jsonl").exists()
 
 
-def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, gold_rows, monkeypatch):
-    import classify.labeling.pipeline as pipeline
+SEEN_FIELDS: list[dict] = []
 
-    # Spy on what predict() receives: the model must not see the labels the input carries.
-    seen_fields: list[dict] = []
-    real_make = pipeline.make_classifier
 
-    def spying_make(*args, **kwargs):
-        clf = real_make(*args, **kwargs)
-        orig = clf.predict
-        clf.predict = lambda recs: (seen_fields.extend(dict(r.fields) for r in recs), orig(recs))[1]
-        return clf
+@register("test-spying-tfidf")
+class _SpyingTfidf(TfidfLogReg):
+    """The lexical baseline, noting the fields of every record predict() receives."""
 
-    monkeypatch.setattr(pipeline, "make_classifier", spying_make)
+    def predict(self, records):
+        SEEN_FIELDS.extend(dict(r.fields) for r in records)
+        return super().predict(records)
+
+
+def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, gold_rows):
+    # The model must not see the labels the input carries.
+    SEEN_FIELDS.clear()
     clean = [
         {k: v for k, v in r.items() if k not in ("symptom", "root_cause", "coder_a", "coder_b")} for r in gold_rows[:40]
     ]
@@ -86,10 +89,11 @@ def test_input_labels_never_reach_the_model_and_formats_by_extension(tmp_path, g
     ]
     a, b = write_jsonl(tmp_path / "a.jsonl", clean), write_jsonl(tmp_path / "b.jsonl", lying)
     for src, out in ((a, "a.csv"), (b, "b.parquet")):
-        r = runner.invoke(app, ["run", "--model", "tfidf-logreg", "--input", str(src), "--out", str(tmp_path / out)])
+        args = ["run", "--model", "test-spying-tfidf", "--input", str(src), "--out", str(tmp_path / out)]
+        r = runner.invoke(app, args)
         assert r.exit_code == 0, r.output
-    assert len(seen_fields) == 80
-    lied_to = seen_fields[40:]
+    assert len(SEEN_FIELDS) == 80
+    lied_to = SEEN_FIELDS[40:]
     assert all(f.get("note") == "kept" for f in lied_to)  # the spy sees the fields a record carries...
     assert not any(
         {"symptom", "root_cause", "symptom_confidence", "coder_a"} & set(f) for f in lied_to

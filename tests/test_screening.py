@@ -93,7 +93,7 @@ def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path, shar
     blocks = []
     orig = s_clf.prepare
     s_clf.prepare = lambda rs, progress=None: (blocks.append(len(rs)), orig(rs, progress=progress))[1]
-    before = (clf.encoder.n_encoded, s_clf.encoder.n_encoded)
+    before = (clf.encoder_.n_encoded, s_clf.encoder_.n_encoded)
     label_records(
         clf,
         recs,
@@ -105,5 +105,5 @@ def test_screened_run_pre_encodes_blocks_with_the_screening_model(tmp_path, shar
         screen_prepare=s_clf.prepare,
     )
     assert blocks == [16, 14]  # blocks of 4 chunks of 4
-    assert s_clf.encoder.n_encoded - before[1] == 30  # each new text encoded once, by the screening model
-    assert clf.encoder.n_encoded == before[0]  # the labeling model found every kept record cached
+    assert s_clf.encoder_.n_encoded - before[1] == 30  # each new text encoded once, by the screening model
+    assert clf.encoder_.n_encoded == before[0]  # the labeling model found every kept record cached

@@ -124,7 +124,7 @@ def test_embed_logreg_trains_and_predicts_on_static_vectors(distilled, gold, tax
     opts = ModelOptions(show_progress=False, extra={"backend": "model2vec"})
     clf = make_classifier("embed-logreg", taxonomy, opts).fit([gold.records[i] for i in tr], labels)
     preds = clf.predict([gold.records[i] for i in te])["symptom"]
-    assert clf.encoder.model_key.split("|")[-1].startswith("model2vec:")
+    assert clf.encoder_.model_key.split("|")[-1].startswith("model2vec:")
     truth = [gold.labels["symptom"][i] for i in te]
     hits = sum(p.label == y for p, y in zip(preds, truth))
     majority = max(truth.count(y) for y in set(truth))

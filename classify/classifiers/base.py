@@ -1,7 +1,10 @@
 """The interface every classifier implements, and the registry of model specs.
 
 A classifier is built from a spec string (`embed-logreg`, `openai:gpt-4o-mini`,
-`local:smollm2-135m`, ...) and used like a scikit-learn estimator:
+`local:smollm2-135m`, ...) and is a scikit-learn estimator: `__init__` stores the spec, the
+taxonomy, the run options and the typed options (`params`) and does nothing else; `fit` builds
+encoders, members and endpoints; what fit learns ends in `_`; `get_params`/`set_params` and
+`sklearn.base.clone` work; predict before fit raises `NotFittedError`.
 
     clf = make_classifier("embed-logreg", taxonomy, ModelOptions(extra={"C": 1.0}))
     clf.fit(train_records, {"symptom": [...], "root_cause": [... or None]})
@@ -28,6 +31,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Generic, TypeVar
 
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
 from classify.classifiers.options import (
     ModelSpecError,
     NoOptions,
@@ -36,6 +42,7 @@ from classify.classifiers.options import (
     options_table,
     parse_options,
 )
+from classify.core.errors import ClassifyError
 from classify.core.http import redact_urls_in
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
@@ -45,6 +52,7 @@ __all__ = [
     "LLM_PREFIXES",
     "ModelOptions",
     "ModelSpecError",
+    "NotFittedError",
     "Prediction",
     "SharedPool",
     "known_specs",
@@ -103,11 +111,17 @@ class ModelOptions:
         }
 
 
-class Classifier(ABC):
+class NotFittedError(ClassifyError, SklearnNotFittedError):
+    """predict() (or what needs a fit) before fit(): scikit-learn's NotFittedError, and a
+    ClassifyError, so the command line prints it as one line."""
+
+
+class Classifier(BaseEstimator, ABC):
     """Base of every classifier. Subclasses implement fit/predict/provenance and declare `Options`.
 
-    `params` is `Options` validated from `options.extra`; `make_classifier` builds it, so a
-    constructor never sees an unknown key or a value of the wrong type.
+    `params` is `Options` validated from `options.extra`; `make_classifier` builds it (validating
+    once), so a constructor never sees an unknown key or a value of the wrong type. Constructors
+    store their arguments and nothing else (scikit-learn's rule, which `clone` relies on).
     """
 
     Options: ClassVar[type[OptionsModel]] = NoOptions
@@ -119,6 +133,18 @@ class Classifier(ABC):
         self.taxonomy = taxonomy
         self.options = options
         self.params = params
+
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:  # noqa: N803 (BaseEstimator's signature)
+        return f"{type(self).__name__}({self.spec!r})"  # the taxonomy and options would fill a screen
+
+    def __sklearn_is_fitted__(self) -> bool:
+        # scikit-learn's rule: fit sets attributes ending in "_" and __init__ sets none.
+        return any(k.endswith("_") and not k.startswith("__") for k in vars(self))
+
+    def check_fitted(self) -> None:
+        """Raise NotFittedError unless fit() has run (the one unfitted check every classifier uses)."""
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"{self.spec}: call fit() before predict()")
 
     @classmethod
     def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> Any:
@@ -153,8 +179,8 @@ class Classifier(ABC):
 
     def preflight(self) -> None:
         """Before any training: fail now on what would fail later (a missing API key, a server that
-        refuses connections). Default: check the members, if any."""
-        for m in self.members:
+        refuses connections). Default: check the members it would build, if any."""
+        for m in self.make_members():
             m.preflight()
 
     @property
@@ -164,7 +190,12 @@ class Classifier(ABC):
 
     @property
     def members(self) -> list[Classifier]:
-        """The classifiers this one combines (ensembles); empty for the others."""
+        """The fitted classifiers this one combines (ensembles); empty for the others and before fit."""
+        return list(getattr(self, "members_", []))
+
+    def make_members(self) -> list[Classifier]:
+        """New unfitted classifiers of the kind this one combines (fit builds its members so); empty
+        for the others. Cheap: constructors do no work."""
         return []
 
     def __enter__(self) -> Classifier:

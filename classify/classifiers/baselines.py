@@ -67,9 +67,7 @@ def fit_per_dimension(
     return estimators, n_train
 
 
-def predict_per_dimension(spec: str, estimators: dict[str, Any], X: Any) -> dict[str, list[Prediction]]:
-    if not estimators:
-        raise RuntimeError(f"{spec}: call fit() before predict()")
+def predict_per_dimension(estimators: dict[str, Any], X: Any) -> dict[str, list[Prediction]]:
     return {
         dim: predictions_from_proba([str(c) for c in est.classes_], est.predict_proba(X))
         for dim, est in estimators.items()
@@ -80,53 +78,64 @@ def text_kind(options: ModelOptions) -> str:
     return "title+body+discussion" if options.include_discussion else "title+body"
 
 
+def make_encoder(options: ModelOptions, backend: str) -> Encoder:
+    """The sentence encoder the run options ask for (it loads its model on first use)."""
+    return Encoder(options.encoder, batch_size=options.batch_size, show_progress=options.show_progress, backend=backend)
+
+
+def prepare_encoder(
+    encoder: Encoder, records: list[Record], include_discussion: bool, progress: Callable[[int], None] | None
+) -> None:
+    """Encode (and cache) `records` in one length-sorted pass before a bulk run."""
+    for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
+        encoder.encode(record_texts(records[i : i + 20_000], include_discussion), progress=progress)
+
+
 class EmbeddingClassifier(Classifier):
     """Frozen sentence embeddings -> one scikit-learn classifier per dimension. Subclasses pick it."""
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        self.encoder = Encoder(
-            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress, backend=params.backend
-        )
-        self.estimators_: dict[str, Any] = {}
-        self.n_train_: dict[str, int] = {}
+    encoder_: Encoder
+    estimators_: dict[str, Any]
+    n_train_: dict[str, int]
 
     def make_estimator(self, n_train: int) -> BaseEstimator:
         raise NotImplementedError
 
     def embed(self, records: list[Record]) -> np.ndarray:
-        return self.encoder.encode(record_texts(records, self.options.include_discussion))
+        return self.encoder_.encode(record_texts(records, self.options.include_discussion))
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Encode (and cache) every record up front in one length-sorted pass: less padding than
         encoding chunk by chunk, and the progress bar shows the encoding itself."""
-        for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
-            self.encoder.encode(
-                record_texts(records[i : i + 20_000], self.options.include_discussion), progress=progress
-            )
+        self.check_fitted()
+        prepare_encoder(self.encoder_, records, self.options.include_discussion, progress)
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> EmbeddingClassifier:
+        self.encoder_ = make_encoder(self.options, self.params.backend)
         self.estimators_, self.n_train_ = fit_per_dimension(
             self.taxonomy, self.embed(records), labels, self.make_estimator
         )
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        self.check_fitted()
         if not records:
             return {d: [] for d in self.estimators_}
-        return predict_per_dimension(self.spec, self.estimators_, self.embed(records))
+        return predict_per_dimension(self.estimators_, self.embed(records))
 
     def provenance(self) -> dict[str, Any]:
+        self.check_fitted()
         return {
             "model": self.spec,
-            "encoder": self.encoder.model_key,
+            "encoder": self.encoder_.model_key,
             "text": text_kind(self.options),
             "options": self.params.model_dump(),
             "n_train": dict(self.n_train_),
         }
 
     def close(self) -> None:
-        self.encoder.close()
+        if hasattr(self, "encoder_"):
+            self.encoder_.close()
 
 
 class EmbedLogReg(EmbeddingClassifier):
@@ -157,11 +166,9 @@ class TfidfLogReg(Classifier):
     Options = LogRegOptions
     uses_encoder = False
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        self.vectorizer_: Any = None
-        self.estimators_: dict[str, Any] = {}
-        self.n_train_: dict[str, int] = {}
+    vectorizer_: Any
+    estimators_: dict[str, Any]
+    n_train_: dict[str, int]
 
     def _texts(self, records: list[Record]) -> list[str]:
         return record_texts(records, self.options.include_discussion)
@@ -180,13 +187,13 @@ class TfidfLogReg(Classifier):
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
-        if self.vectorizer_ is None:
-            raise RuntimeError(f"{self.spec}: call fit() before predict()")
+        self.check_fitted()
         if not records:
             return {d: [] for d in self.estimators_}
-        return predict_per_dimension(self.spec, self.estimators_, self.vectorizer_.transform(self._texts(records)))
+        return predict_per_dimension(self.estimators_, self.vectorizer_.transform(self._texts(records)))
 
     def provenance(self) -> dict[str, Any]:
+        self.check_fitted()
         return {
             "model": self.spec,
             "features": "tfidf word 1-2grams",

@@ -24,7 +24,7 @@ import copy
 import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from classify.classifiers.base import (
@@ -34,7 +34,6 @@ from classify.classifiers.base import (
     ModelSpecError,
     Prediction,
     family,
-    make_classifier,
     validate_options,
 )
 from classify.classifiers.llm.settings import is_llm_option
@@ -155,55 +154,80 @@ def _sum_stats(stats: list[Any]) -> Any:
     return total
 
 
+@dataclass(frozen=True)
+class Member:
+    """One validated ensemble member: its text in the spec, its spec, options and typed options."""
+
+    text: str
+    spec: str
+    options: ModelOptions
+    params: Any
+
+
+@dataclass(frozen=True)
+class EnsembleParams:
+    """What `EnsembleClassifier.check` validates once: the confidence mode and the members."""
+
+    confidence: Literal["agreement", "mean"]
+    members: tuple[Member, ...]
+
+
+def mean_proba(preds: list[Prediction]) -> dict[str, float]:
+    """The class probabilities of `preds` averaged (a class a prediction lacks counts 0). A
+    prediction without probabilities (e.g. an LLM's) votes with its confidence on its label."""
+    n = len(preds)
+    mean: dict[str, float] = {}
+    for p in preds:
+        proba = p.proba or ({p.label: p.confidence if p.confidence is not None else 1.0} if p.label else {})
+        for c, v in proba.items():
+            mean[c] = mean.get(c, 0.0) + float(v) / n
+    return mean
+
+
 class EnsembleClassifier(Classifier):
     Options = EnsembleOptions
+    params: EnsembleParams
+    members_: list[Classifier]
 
     @classmethod
-    def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> Any:
+    def check(cls, spec: str, taxonomy: Taxonomy, options: ModelOptions) -> EnsembleParams:
         own = {k: v for k, v in options.extra.items() if k == "confidence"}
-        params = parse_options(EnsembleOptions, spec, own)
-        for _, mspec, mopts in member_plan(spec, options):
-            validate_options(mspec, taxonomy, mopts)
-        return params
+        confidence = parse_options(EnsembleOptions, spec, own).confidence
+        members = tuple(
+            Member(text, mspec, mopts, validate_options(mspec, taxonomy, mopts))
+            for text, mspec, mopts in member_plan(spec, options)
+        )
+        return EnsembleParams(confidence, members)
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        self.confidence_mode = params.confidence
-        plan = member_plan(spec, options)
-        self.member_specs = [text for text, _, _ in plan]
-        self._members: list[Classifier] = []
-        try:
-            for _, mspec, mopts in plan:
-                self._members.append(make_classifier(mspec, taxonomy, mopts))
-        except BaseException:
-            self.close()
-            raise
-
-    @property
-    def members(self) -> list[Classifier]:
-        return list(self._members)
+    def make_members(self) -> list[Classifier]:
+        # Validated once by check(): the members are built from their typed options, unchecked again.
+        return [family(m.spec)(m.spec, self.taxonomy, m.options, m.params) for m in self.params.members]
 
     @property
     def stats(self) -> Any:
-        found = [m.stats for m in self._members if m.stats is not None]
+        found = [m.stats for m in self.members if m.stats is not None]
         return _sum_stats(found) if found else None
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         # Each member encodes with its own encoder; the progress bar counts every pass.
-        for m in self._members:
+        self.check_fitted()
+        for m in self.members_:
             m.prepare(records, progress=progress)
 
     def close(self) -> None:
-        for m in self._members:
+        for m in self.members:
             m.close()
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> EnsembleClassifier:
-        for m in self._members:
+        self.close()  # a refit replaces the members: free what the previous ones hold
+        self.members_ = self.make_members()
+        for m in self.members_:
             m.fit(records, labels)
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
-        outs = [m.predict(records) for m in self._members]
+        self.check_fitted()
+        outs = [m.predict(records) for m in self.members_]
         dims = [d for d in self.taxonomy.dimension_ids if all(d in o for o in outs)]
         result: dict[str, list[Prediction]] = {}
         for d in dims:
@@ -213,17 +237,12 @@ class EnsembleClassifier(Classifier):
 
     def _combine(self, member_preds: list[Prediction], dim: Dimension) -> Prediction:
         n = len(member_preds)
-        mean: dict[str, float] = {}
-        for p in member_preds:
-            # A member without probabilities (e.g. an LLM) votes with its confidence on its label.
-            proba = p.proba or ({p.label: p.confidence if p.confidence is not None else 1.0} if p.label else {})
-            for c, v in proba.items():
-                mean[c] = mean.get(c, 0.0) + float(v) / n
+        mean = mean_proba(member_preds)
         if not mean:
             return Prediction(label=None, confidence=None, status="invalid", raw="no member gave a label")
         label = max(mean, key=lambda c: mean[c])
         agreement = sum(1 for p in member_preds if p.label == label) / n
-        conf = mean[label] * agreement if self.confidence_mode == "agreement" else mean[label]
+        conf = mean[label] * agreement if self.params.confidence == "agreement" else mean[label]
         extra: dict[str, Any] = {"agreement": agreement, "members": [p.label for p in member_preds]}
         if dim.groups:
             g = dim.group_of(label)
@@ -232,8 +251,9 @@ class EnsembleClassifier(Classifier):
         return Prediction(label=label, confidence=float(conf), proba=mean, extra=extra)
 
     def provenance(self) -> dict[str, Any]:
+        self.check_fitted()
         return {
             "model": self.spec,
-            "confidence": self.confidence_mode,
-            "members": [{"member": t, **m.provenance()} for t, m in zip(self.member_specs, self._members)],
+            "confidence": self.params.confidence,
+            "members": [{"member": m.text, **c.provenance()} for m, c in zip(self.params.members, self.members_)],
         }

@@ -38,11 +38,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion
 from sklearn.preprocessing import FunctionTransformer
 
-from classify.classifiers.base import Classifier, ModelOptions, Prediction, SharedPool, predictions_from_proba
-from classify.classifiers.baselines import DEFAULT_C, record_texts, text_kind
+from classify.classifiers.base import Classifier, Prediction, SharedPool, predictions_from_proba
+from classify.classifiers.baselines import DEFAULT_C, make_encoder, prepare_encoder, record_texts, text_kind
 from classify.classifiers.options import EncoderOptions, InverseRegularisation, OptionsModel
 from classify.core.records import Record
-from classify.core.taxonomy import Dimension, Taxonomy
+from classify.core.taxonomy import Dimension
 from classify.encoders.encoder import Encoder
 from classify.encoders.finetune import FineTuneConfig
 
@@ -176,15 +176,9 @@ class FeatureClassifier(Classifier):
         return bool(params.embed)  # with embed=false no sentence encoder runs
 
     hierarchical = False
-
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        self.C = params.C
-        self.use_tfidf, self.use_codebook = params.tfidf, params.codebook
-        self.use_embed, self.use_char = params.embed, params.char
-        self.heads: dict[str, Any] = {}
-        self.n_train_: dict[str, int] = {}
-        self.features: FeatureUnion | None = None
+    heads_: dict[str, Any]
+    n_train_: dict[str, int]
+    features_: FeatureUnion
 
     # -- embedding: subclasses override -------------------------------------------------------
     def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
@@ -200,12 +194,12 @@ class FeatureClassifier(Classifier):
     def _feature_union(self) -> FeatureUnion:
         """Word and character TF-IDF (fit on the training texts) beside the embeddings, side by side."""
         parts: list[tuple[str, Any]] = []
-        if self.use_tfidf:
+        if self.params.tfidf:
             # min_df=2: a token seen in one training report is noise for a linear model this small.
             parts.append(
                 ("tfidf", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=50000))
             )
-        if self.use_char:
+        if self.params.char:
             # Character n-grams catch error identifiers (ptxas, libcudart.so.12, sm_90a) word tokens split.
             parts.append(
                 (
@@ -215,19 +209,18 @@ class FeatureClassifier(Classifier):
                     ),
                 )
             )
-        if self.use_embed:
+        if self.params.embed:
             # Stateless: the embedder is fitted (or frozen) before the union is.
             parts.append(("embed", FunctionTransformer(self.embed_texts, validate=False, accept_sparse=True)))
         return FeatureUnion(parts)
 
     def _features(self, texts: list[str]) -> sparse.csr_matrix:
-        assert self.features is not None
-        return sparse.csr_matrix(self.features.transform(texts))
+        return sparse.csr_matrix(self.features_.transform(texts))
 
     @property
     def vectorizer(self) -> TfidfVectorizer | None:
         """The fitted word TF-IDF vectorizer (None when tfidf is off or before fit)."""
-        return self.features.named_transformers.get("tfidf") if self.features is not None else None
+        return self.features_.named_transformers.get("tfidf") if hasattr(self, "features_") else None
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> FeatureClassifier:
         texts = record_texts(records, self.options.include_discussion)
@@ -236,8 +229,11 @@ class FeatureClassifier(Classifier):
             if all(v is None for v in labels[d]):
                 raise ValueError(f"no training labels for dimension {d!r}")
         self.fit_embedder(texts, {d: labels[d] for d in dims})
-        self.features = self._feature_union()
-        self.features.fit(texts)
+        features = self._feature_union()
+        features.fit(texts)
+        self.features_ = features
+        self.heads_, self.n_train_ = {}, {}
+        C, seed = self.params.C, self.options.seed
         X = self._features(texts)
         for d in dims:
             dim = self.taxonomy.dimensions[d]
@@ -245,43 +241,44 @@ class FeatureClassifier(Classifier):
             Xd = X[idx]
             y = np.array([labels[d][i] for i in idx])
             w = np.ones(len(idx))
-            if self.use_codebook:
+            if self.params.codebook:
                 cb = codebook_examples(dim)
                 Xd = sparse.vstack([Xd, self._features([t for t, _ in cb])]).tocsr()
                 y = np.concatenate([y, [c for _, c in cb]])
                 w = np.concatenate([w, np.ones(len(cb))])
             if self.hierarchical and dim.groups:
-                head: Any = HierarchicalHead(dim, self.C, self.options.seed)
+                head: Any = HierarchicalHead(dim, C, seed)
             else:
-                head = FlatHead(self.C, self.options.seed)
-            self.heads[d] = head.fit(Xd, y, w)
+                head = FlatHead(C, seed)
+            self.heads_[d] = head.fit(Xd, y, w)
             self.n_train_[d] = len(idx)
         return self
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
-        if not self.heads:
-            raise RuntimeError(f"{self.spec}: call fit() before predict()")
+        self.check_fitted()
         if not records:
-            return {d: [] for d in self.heads}
+            return {d: [] for d in self.heads_}
         X = self._features(record_texts(records, self.options.include_discussion))
-        return {d: head.predict(X) for d, head in self.heads.items()}
+        return {d: head.predict(X) for d, head in self.heads_.items()}
 
     def provenance(self) -> dict[str, Any]:
+        self.check_fitted()
+        p = self.params
         return {
             "model": self.spec,
             "text": text_kind(self.options),
             "features": "+".join(
                 f
                 for f, on in (
-                    ("tfidf-word-1-2", self.use_tfidf),
-                    ("tfidf-char-2-5", self.use_char),
-                    ("embedding", self.use_embed),
+                    ("tfidf-word-1-2", p.tfidf),
+                    ("tfidf-char-2-5", p.char),
+                    ("embedding", p.embed),
                 )
                 if on
             ),
-            "codebook_examples": self.use_codebook,
+            "codebook_examples": p.codebook,
             "hierarchical": self.hierarchical,
-            "C": self.C,
+            "C": p.C,
             "n_train": dict(self.n_train_),
             **self.embedder_provenance(),
         }
@@ -291,29 +288,26 @@ class TfidfEmbed(FeatureClassifier):
     """Frozen sentence embeddings (cached on disk) beside the TF-IDF features."""
 
     Options = FrozenFeatureOptions
+    encoder_: Encoder
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        self.encoder = Encoder(
-            options.encoder, batch_size=options.batch_size, show_progress=options.show_progress, backend=params.backend
-        )
+    def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
+        self.encoder_ = make_encoder(self.options, self.params.backend)
 
     def embed_texts(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.encode(texts)
+        return self.encoder_.encode(texts)
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Encode (and cache) every record in one length-sorted pass before a bulk run."""
-        if self.use_embed:
-            for i in range(0, len(records), 20_000):  # bounded memory on huge inputs
-                self.encoder.encode(
-                    record_texts(records[i : i + 20_000], self.options.include_discussion), progress=progress
-                )
+        self.check_fitted()
+        if self.params.embed:
+            prepare_encoder(self.encoder_, records, self.options.include_discussion, progress)
 
     def embedder_provenance(self) -> dict[str, Any]:
-        return {"encoder": self.encoder.model_key} if self.use_embed else {}
+        return {"encoder": self.encoder_.model_key} if self.params.embed else {}
 
     def close(self) -> None:
-        self.encoder.close()
+        if hasattr(self, "encoder_"):
+            self.encoder_.close()
 
 
 class HierTfidfEmbed(TfidfEmbed):
@@ -328,40 +322,41 @@ class FineTune(FeatureClassifier):
     """Embeddings from an encoder whose top layers are fine-tuned on each fit's training records."""
 
     Options = FineTuneOptions
+    ft_: Any  # the FineTunedEncoder fit trained
+    lower_key_: tuple | None  # the LOWER_STATES entry this classifier holds
 
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        super().__init__(spec, taxonomy, options, params)
-        ft = {k[len("ft_") :]: v for k, v in params.model_dump().items() if k.startswith("ft_")}
-        self.ft_config = FineTuneConfig(**ft, seed=options.seed)
-        self.ft: Any = None
-        self._lower_key: tuple | None = None
+    @property
+    def ft_config(self) -> FineTuneConfig:
+        ft = {k[len("ft_") :]: v for k, v in self.params.model_dump().items() if k.startswith("ft_")}
+        return FineTuneConfig(**ft, seed=self.options.seed)
 
     def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
         from classify.encoders.finetune import FineTunedEncoder, LowerStates
 
         cfg = self.ft_config
         self._release_lower()
-        key = self._lower_key = (self.options.encoder, cfg.top_layers, cfg.max_seq_length)
+        key = self.lower_key_ = (self.options.encoder, cfg.top_layers, cfg.max_seq_length)
         lower = LOWER_STATES.acquire(key, lambda: LowerStates(*key))
-        self.ft = FineTunedEncoder(lower, cfg).fit(texts, labels)
+        self.ft_ = FineTunedEncoder(lower, cfg).fit(texts, labels)
 
     def embed_texts(self, texts: list[str]) -> np.ndarray:
-        return self.ft.encode(texts)
+        return self.ft_.encode(texts)
 
     def embedder_provenance(self) -> dict[str, Any]:
+        ft = self.ft_
         return {
-            "encoder": self.ft.lower.model_key if self.ft else None,
+            "encoder": ft.lower.model_key if ft else None,
             "finetune": {
                 **self.ft_config.model_dump(),
-                "steps": self.ft.log.steps if self.ft else 0,
-                "seconds": round(self.ft.log.seconds, 1) if self.ft else None,
+                "steps": ft.log.steps if ft else 0,
+                "seconds": round(ft.log.seconds, 1) if ft else None,
             },
         }
 
     def _release_lower(self) -> None:
-        if self._lower_key is not None:
-            LOWER_STATES.release(self._lower_key)
-            self._lower_key = None
+        if getattr(self, "lower_key_", None) is not None:
+            LOWER_STATES.release(self.lower_key_)
+            self.lower_key_ = None
 
     def close(self) -> None:
         # The fitted layers stay (predict still works); the pool may free the frozen states once

@@ -21,7 +21,9 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup, TyperOption
 
+from classify.classifiers.llm.choices import Strategy
 from classify.core.errors import ClassifyError
+from classify.core.goldfile import Task
 from classify.core.paths import DEFAULTS_NOTE
 
 if TYPE_CHECKING:
@@ -56,16 +58,6 @@ def fail(msg: str) -> NoReturn:
     # escape: messages quote user input such as `ensemble:a[embed=false]+b`, which rich would eat as a tag.
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True, emoji=False)
     raise typer.Exit(2)
-
-
-class Task(str, Enum):
-    labels = "labels"
-    screening = "screening"
-
-
-class Strategy(str, Enum):
-    zero_shot = "zero-shot"
-    few_shot = "few-shot"
 
 
 # -- options shared by several commands, declared once --------------------------------------------

@@ -24,7 +24,6 @@ from classify.cli.common import (
     NBoot,
     NoDiscussion,
     Seed,
-    Task,
     TaskOpt,
     TaxonomyPath,
     console,
@@ -35,6 +34,7 @@ from classify.cli.common import (
     with_llm_flags,
 )
 from classify.core import paths
+from classify.core.progress import Progress
 
 if TYPE_CHECKING:
     from classify.evaluation.crossval import EvalResult
@@ -200,7 +200,7 @@ def eval_cmd(
     gold: GoldPath = None,
     label_column: LabelColumns = None,
     taxonomy: TaxonomyPath = None,
-    task: TaskOpt = Task.labels,
+    task: TaskOpt = "labels",
     test: Annotated[
         Optional[Path],
         typer.Option(
@@ -272,7 +272,7 @@ def eval_cmd(
         if model is None or model == prev.get("model"):
             options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
     gold, test = with_label_columns(gold, test, label_column)
-    common = dict(taxonomy=taxonomy, gold=gold, task=task.value, test=test, seed=seed, limit=limit, options=options)
+    common = dict(taxonomy=taxonomy, gold=gold, task=task, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
         for text in estimate_eval(model or DEFAULT_MODEL, **common):
             console.print(text)
@@ -299,11 +299,13 @@ def eval_cmd(
             n_boot=n_boot,
             compare=compare,
             out_dir=out_dir or paths.evals_dir(),
-            log=lambda m: (
-                bar.write(m, file=sys.stderr) if bar is not None else err.print(m, markup=False, highlight=False)
+            progress=Progress(
+                log=lambda m: (
+                    bar.write(m, file=sys.stderr) if bar is not None else err.print(m, markup=False, highlight=False)
+                ),
+                labeled=bar.update if bar is not None else None,
+                total=expected,
             ),
-            predicted=bar.update if bar is not None else None,
-            expected=expected,
             by=by,
             leave_group_out=leave_group_out,
             test_overlap=test_overlap.value,

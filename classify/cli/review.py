@@ -193,7 +193,7 @@ def build(
         tax = load_taxonomy(taxonomy or (paths.default_screening_taxonomy() if task == "screening" else None))
         if task is not None and is_screening(tax) != (task == "screening"):
             fail(
-                f"--task {task.value} does not fit {tax.path} ({tax.label}): "
+                f"--task {task} does not fit {tax.path} ({tax.label}): "
                 + (
                     "a screening taxonomy has the dimension 'screening' with the category 'failure_report'"
                     if task == "screening"

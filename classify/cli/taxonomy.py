@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from classify.cli.common import GoldPath, Task, TaskOpt, TaxonomyPath, console
+from classify.cli.common import GoldPath, TaskOpt, TaxonomyPath, console
 
 taxonomy_app = typer.Typer(no_args_is_help=True, help="Inspect and validate codebooks.")
 gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold sets.")
@@ -55,14 +55,14 @@ def taxonomy_validate(path: Path) -> None:
 def gold_stats(
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
-    task: TaskOpt = Task.labels,
+    task: TaskOpt = "labels",
     n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for the kappa CI.")] = 1000,
 ) -> None:
     """Gold size, label distribution per dimension, and coder agreement when coded twice."""
     from classify.core.goldfile import load_task
     from classify.evaluation.agreement import agreement_notes, gold_summary
 
-    s = gold_summary(load_task(task.value, taxonomy, gold)[1], n_boot=n_boot)
+    s = gold_summary(load_task(task, taxonomy, gold)[1], n_boot=n_boot)
     console.print(f"[bold]{s['path']}[/]: {s['n']} records, taxonomy {s['taxonomy']}, content hash {s['hash']}")
     for d, dim in s["dimensions"].items():
         t = Table(
@@ -102,9 +102,9 @@ def gold_stats(
 
 
 @gold_app.command("validate")
-def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: TaskOpt = Task.labels) -> None:
+def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: TaskOpt = "labels") -> None:
     """Validate a gold file against a taxonomy (ids, labels)."""
     from classify.core.goldfile import load_task
 
-    tax, g = load_task(task.value, taxonomy, gold)
+    tax, g = load_task(task, taxonomy, gold)
     console.print(f"ok: {len(g)} records valid against {tax.label}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal, get_args
 
 from classify.core import paths, screening
 from classify.core.errors import UsageError
@@ -31,7 +32,9 @@ from classify.core.records import (
 )
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 
-TASKS = ("labels", "screening")
+# `labels` (symptom / root cause) or `screening` (failure or not); the command line offers these.
+Task = Literal["labels", "screening"]
+TASKS: tuple[str, ...] = get_args(Task)
 
 
 def is_screening(tax: Taxonomy) -> bool:

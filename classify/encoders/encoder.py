@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,7 +180,7 @@ class Encoder:
         self.use_cache = use_cache
         self._cache = cache
         self._own_cache = cache is None  # close() closes only a cache this encoder opened
-        self._model = None
+        self._model: Any = None
         self.n_encoded = 0  # texts that went through the model (cache misses), for tests and logs
 
     @property
@@ -187,6 +188,11 @@ class Encoder:
         if self._cache is None:
             self._cache = EmbeddingCache()
         return self._cache
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory or a cache connection is open (close() drops what it owns)."""
+        return self._model is not None or self._cache is not None
 
     def close(self) -> None:
         """Drop the loaded model and close the cache connection it opened; both come back on the next encode."""

@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -113,7 +113,9 @@ class LowerStates:
         """A trainable copy of the top layers, detached from the shared frozen model."""
         import torch
 
-        return torch.nn.ModuleList(copy.deepcopy(self.bert.encoder.layer[self.n_layers - self.top_layers :]))
+        encoder: Any = self.bert.encoder  # torch types submodules as Tensor | Module
+        layers = encoder.layer
+        return torch.nn.ModuleList(copy.deepcopy(layers[self.n_layers - self.top_layers :]))
 
 
 def _pad(states: list):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from classify.classifiers.base import ModelOptions, Prediction
+from classify.classifiers.base import Classifier, ModelOptions, Prediction
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet, content_hash
 from classify.core.records import CORE_FIELDS, Record
@@ -25,11 +25,11 @@ from classify.evaluation.crossval import (
     EvalResult,
     _check_every_fold_can_train,
     assign_folds,
-    compute_metrics,
     cross_validate,
     evaluate_on_test,
+    model_for,
 )
-from classify.evaluation.metrics import SMALL_N
+from classify.evaluation.metrics import SMALL_N, compute_metrics
 
 # The figures kept per group (per-category tables and confusion matrices stay with the pooled run).
 SUMMARY_KEYS = ("accuracy", "macro_f1", "weighted_f1")
@@ -162,7 +162,7 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def evaluate_groups(
-    spec: str,
+    model: str | Classifier,
     gold: GoldSet,
     options: ModelOptions | None = None,
     *,
@@ -178,7 +178,8 @@ def evaluate_groups(
     """Evaluate `spec` per group of `by` (see the module doc); `test` scores that file's records instead
     of cross-validating. UsageError when a record has no value, or fewer than two groups exist."""
     say = say or (lambda m: None)
-    options = options or ModelOptions(seed=seed)
+    template = model_for(model, gold, options, seed)  # validated once; every group trains a clone
+    spec = template.spec
     gold_groups = record_groups(gold, by)
     evaluated = test if test is not None else gold
     groups = record_groups(test, by, "test") if test is not None else gold_groups
@@ -196,9 +197,8 @@ def evaluate_groups(
                 )
         say(f"{spec}: leave one {by} out over {len(names)} groups of {len(gold)} gold records")
         res = cross_validate(
-            spec,
+            template,
             gold,
-            options,
             k=len(names),
             seed=seed,
             folds=folds,
@@ -220,7 +220,7 @@ def evaluate_groups(
             if part is None:
                 skipped[g] = why
                 continue
-            r = cross_validate(spec, part, options, k=k, seed=seed, folds=part_folds, predicted=predicted)
+            r = cross_validate(template, part, k=k, seed=seed, folds=part_folds, predicted=predicted)
             n_train[g] = len(idx)
         else:
             train_idx = [i for i, gg in enumerate(gold_groups) if (gg != g) == leave_out]
@@ -232,7 +232,7 @@ def evaluate_groups(
             if missing:
                 skipped[g] = f"its training records have no {', '.join(missing)} label"
                 continue
-            r = evaluate_on_test(spec, part, gold_part(test, idx), options, predicted, allow_overlap=allow_overlap)
+            r = evaluate_on_test(template, part, gold_part(test, idx), predicted=predicted, allow_overlap=allow_overlap)
             n_train[g] = len(train_idx)
         say(f"  {by} {g}: {len(idx)} records done")
         parts.append((j, idx, r))

@@ -1,8 +1,10 @@
-"""Cross-validated (or held-out) predictions on gold, and the metrics computed from them."""
+"""Cross-validated (or held-out) predictions on gold: every record predicted by a model that never
+saw it. `cross_validate` and `evaluate_on_test` take a Classifier (or a spec string, built and
+validated once); each fold trains a `sklearn.base.clone` of it. Metrics: classify.evaluation.metrics;
+leak checks: classify.evaluation.leaks."""
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from collections import Counter
@@ -11,38 +13,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from classify.classifiers.base import Classifier, ModelOptions, Prediction, make_classifier, uses_llm
-from classify.core.errors import ClassifyError
+from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
-from classify.core.hashing import text_hash
 from classify.core.records import Record
-from classify.core.taxonomy import Dimension
-from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
-from classify.evaluation.metrics import dimension_report
+from classify.evaluation.leaks import check_test_overlap, near_duplicates, spy_on_fit
 
-# TF-IDF cosine (title + body) at or above which a training record counts as a near-duplicate of
-# an evaluated one: the same report filed twice, or copied with a line changed.
-NEAR_DUPLICATE_COSINE = 0.95
 # LLM specs predict this many records per call when the caller watches progress: a bar that moves
 # every few requests instead of once per fold (records are predicted independently, so it changes
 # no label; each call still runs its requests concurrently).
 PROGRESS_CHUNK = 16
 
 
-class TestOverlapError(ClassifyError, ValueError):
-    """A --test file shares records with the gold set it is trained on: the scores would be a leak."""
-
-    __test__ = False  # not a pytest class, whatever its name
-
-
 def _predict(
-    clf: Classifier, spec: str, records: list[Record], predicted: Callable[[int], None] | None
+    clf: Classifier, records: list[Record], predicted: Callable[[int], None] | None
 ) -> dict[str, list[Prediction]]:
     """clf.predict(records), in chunks for LLM specs when someone watches (`predicted(n)` after each)."""
-    if predicted is None or not uses_llm(spec) or len(records) <= PROGRESS_CHUNK:
+    if predicted is None or not uses_llm(clf.spec) or len(records) <= PROGRESS_CHUNK:
         out = clf.predict(records)
         if predicted:
             predicted(len(records))
@@ -153,8 +143,23 @@ def evaluated_folds(gold: GoldSet, k: int, seed: int, limit: int | None, folds: 
     return sorted({folds[i] for i in limit_sample(len(gold), limit, seed)})
 
 
+def model_for(model: str | Classifier, gold: GoldSet, options: ModelOptions | None, seed: int = 0) -> Classifier:
+    """`model` as an unfitted Classifier for `gold`'s taxonomy: a spec string is built (its options
+    validated, once); a Classifier must be built for the same dimensions as gold."""
+    if isinstance(model, str):
+        return make_classifier(model, gold.taxonomy, options or ModelOptions(seed=seed))
+    if options is not None:
+        raise UsageError("options: give them to the classifier, not beside it")
+    if model.taxonomy.dimension_ids != gold.taxonomy.dimension_ids:
+        raise UsageError(
+            f"{model.spec}: built for the dimensions {', '.join(model.taxonomy.dimension_ids)}, but gold has "
+            f"{', '.join(gold.taxonomy.dimension_ids)} (build it with gold.taxonomy)"
+        )
+    return model
+
+
 def cross_validate(
-    spec: str,
+    model: str | Classifier,
     gold: GoldSet,
     options: ModelOptions | None = None,
     k: int = 5,
@@ -166,21 +171,22 @@ def cross_validate(
     sample_seed: int | None = None,
     predicted: Callable[[int], None] | None = None,
 ) -> EvalResult:
-    """Every gold record is predicted by a model trained on the other folds only.
+    """Every gold record is predicted by a model trained on the other folds only: a clone of `model`
+    (a Classifier, or a spec string built with `options`) per fold.
 
-    `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
-    training folds still use every other gold record. `folds` (one fold index per record) replaces
-    the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
-    `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
-    learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
-    `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
-    `progress(fold, k)` after each fold that holds evaluated records (under `limit` some hold none
-    and are skipped: see evaluated_folds); `predicted(n)`: n more records predicted (LLM specs report
-    every few records).
+        `limit` evaluates only the first `limit` records of a seeded shuffle (for slow LLMs); the
+        training folds still use every other gold record. `folds` (one fold index per record) replaces
+        the stratified assignment, e.g. to reuse an earlier run's split for a paired comparison.
+        `train_fraction` < 1 trains each fold's model on a seeded sample of its training records (for
+        learning curves); samples are nested: a smaller fraction's sample lies inside a larger one's.
+        `sample_seed` (default `seed`) draws another sample with the same folds and model seed.
+        `progress(fold, k)` after each fold that holds evaluated records (under `limit` some hold none
+        and are skipped: see evaluated_folds); `predicted(n)`: n more records predicted (LLM specs report
+        every few records).
     """
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
-    options = options or ModelOptions(seed=seed)
+    template = model_for(model, gold, options, seed)
     t0 = time.perf_counter()
     given_folds = folds is not None
     if folds is None:
@@ -204,15 +210,15 @@ def cross_validate(
             train = _nested_sample(train, keys, train_fraction, rng)
         train_recs = [gold.records[i] for i in train]
         test_recs = [gold.records[i] for i in test]
-        clf = make_classifier(spec, gold.taxonomy, options)
+        clf = clone(template)
         # What fit() actually receives, through the fold's predictions too: a model that refits on
         # the records it predicts, or hands them to a member, shows up as a leak.
         train_ids[f] = set()
-        if not _spy_on_fit(clf, train_ids[f]):
+        if not spy_on_fit(clf, train_ids[f]):
             train_ids[f].update(r.id for r in train_recs)
         with clf:  # close() frees the fold's encoders; pooled ones stay for the next fold
             clf.fit(train_recs, _subset_labels(gold, train))
-            out = _predict(clf, spec, test_recs, predicted)
+            out = _predict(clf, test_recs, predicted)
             prov = clf.provenance()
         for d, plist in out.items():
             if d not in preds:
@@ -224,7 +230,7 @@ def cross_validate(
     folds_out = [folds[i] if i in evaluate_idx else -2 for i in range(n)]
     dups = near_duplicates(gold.records, folds_out, train_ids)
     return EvalResult(
-        spec,
+        template.spec,
         gold,
         preds,
         folds_out,
@@ -256,71 +262,29 @@ def _check_every_fold_can_train(gold: GoldSet, folds: Sequence[int], k: int) -> 
                 )
 
 
-def same_text_pairs(gold: list[Record], test: list[Record]) -> list[tuple[str, str]]:
-    """(test id, gold id) pairs whose title + body are the same text once case, punctuation and
-    spacing are dropped (by text hash): a gold report filed again under a new id. Every gold record
-    a test text repeats is paired, not only the first."""
-    by_hash: dict[str, list[str]] = {}
-    for r in gold:
-        t = _dup_text(r)
-        if t:
-            by_hash.setdefault(text_hash(t), []).append(r.id)
-    out = []
-    for r in test:
-        t = _dup_text(r)
-        if t:
-            out += [(r.id, g) for g in by_hash.get(text_hash(t), [])]
-    return out
-
-
-def check_test_overlap(gold: GoldSet, test: GoldSet) -> None:
-    """Refuse a test file that shares ids or texts with the gold set the model trains on, listing
-    every match (classify.evaluation.testoverlap offers dropping them from training, or keeping them).
-
-    A test record whose text is a gold record's (under any id) is scored by a model that learned its
-    label: kappa near 1 that measures nothing. Texts that are only similar (an edited copy) stay a
-    warning (near_duplicates).
-    """
-    overlap = set(gold.ids) & set(test.ids)
-    choice = "or choose --test-overlap drop-train (train without them) or keep (score them, flattered)"
-    if overlap:
-        raise TestOverlapError(
-            f"{test.path or 'test file'} shares {len(overlap)} ids with the gold set {gold.path or ''}: "
-            f"{sorted(overlap)}; the model trains on all of gold, so these would be scored on their own labels: "
-            f"remove them from the test file, {choice}"
-        )
-    same = same_text_pairs(gold.records, test.records)
-    if same:
-        shown = ", ".join(f"{t} = gold {g}" for t, g in same)
-        raise TestOverlapError(
-            f"{test.path or 'test file'}: {len({t for t, _ in same})} of {len(test)} records have the title and "
-            f"body of a gold record under another id ({shown}); the model trains on all of gold, so their scores "
-            f"would be a leak: remove them from the test file, {choice}"
-        )
-
-
 def evaluate_on_test(
-    spec: str,
+    model: str | Classifier,
     gold: GoldSet,
     test: GoldSet,
     options: ModelOptions | None = None,
     predicted: Callable[[int], None] | None = None,
     allow_overlap: bool = False,
 ) -> EvalResult:
-    """Train on the whole gold set, predict a separate labeled file (refused when it repeats gold:
-    check_test_overlap, unless `allow_overlap`: the caller reports the repeats)."""
+    """Train a clone of `model` on the whole gold set, predict a separate labeled file (refused when
+    it repeats gold: check_test_overlap, unless `allow_overlap`: the caller reports the repeats)."""
+    template = model_for(model, gold, options)
     if not allow_overlap:
         check_test_overlap(gold, test)
     t0 = time.perf_counter()
-    with make_classifier(spec, gold.taxonomy, options or ModelOptions()) as clf:
+    with clone(template) as clf:
         clf.fit(gold.records, gold.labels)
-        out = _predict(clf, spec, test.records, predicted)
+        out = _predict(clf, test.records, predicted)
         prov = clf.provenance()
     preds = {d: list(out.get(d, [None] * len(test))) for d in test.taxonomy.dimension_ids}
     # A test file that repeats gold reports under new ids flatters the scores as much as a CV leak.
     dups = near_duplicates(gold.records + test.records, [-2] * len(gold) + [-1] * len(test), {-1: set(gold.ids)})
     return EvalResult(
-        spec,
+        template.spec,
         test,
         preds,
         [-1] * len(test),
@@ -331,45 +295,6 @@ def evaluate_on_test(
         {"train": str(gold.path), "train_hash": gold.hash},
         dups,
     )
-
-
-def _group_of(dim: Dimension, cid: str) -> str:
-    group = dim.group_of(cid)
-    # The taxonomy loader requires a group on every category of a dimension that declares groups.
-    assert group is not None, f"{dim.id}: category {cid} has no group"
-    return group
-
-
-def compute_metrics(res: EvalResult, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    gold, tax = res.gold, res.gold.taxonomy
-    out: dict[str, Any] = {"dimensions": {}}
-    for name, d, group_dim in dims_with_groups(gold):
-        # The records with both a gold label and a prediction.
-        y_true: list[str] = []
-        preds: list[Prediction] = []
-        for i, y in enumerate(gold.labels[d]):
-            if y is None:
-                continue
-            p = res.predictions[d][i]
-            if p is None:
-                continue
-            y_true.append(y)
-            preds.append(p)
-        y_pred = [p.label for p in preds]
-        conf = [p.confidence for p in preds]
-        labels = tax.dimensions[d].ids
-        if group_dim is not None:
-            y_true = [_group_of(group_dim, y) for y in y_true]
-            y_pred = [group_dim.group_of(y) if y is not None else None for y in y_pred]
-            conf = [group_confidence(p, group_dim) for p in preds]
-            labels = list(group_dim.groups)
-        rep = dimension_report(y_true, y_pred, conf, labels, n_boot=n_boot, seed=seed)
-        rep["n_without_label"] = gold.n_missing(d)
-        rep["level"] = "group" if group_dim is not None else "category"
-        rep["dimension"] = d
-        out["dimensions"][name] = rep
-    out["coders"] = coder_agreement(gold, n_boot=n_boot, seed=seed)
-    return out
 
 
 def prediction_rows(res: EvalResult) -> list[dict[str, Any]]:
@@ -393,83 +318,3 @@ def prediction_rows(res: EvalResult) -> list[dict[str, Any]]:
                 row[f"{d}_raw"] = p.raw
         rows.append(row)
     return rows
-
-
-def train_test_leaks(res: EvalResult) -> list[str]:
-    """Ids that were predicted by a model whose fit() received them (must be empty)."""
-    return [
-        r.id
-        for i, r in enumerate(res.gold.records)
-        if res.folds[i] in res.train_ids and r.id in res.train_ids[res.folds[i]]
-    ]
-
-
-def _spy_on_fit(clf: Any, seen: set[str]) -> bool:
-    """Make every fit() of `clf` and of its members add the ids it receives to `seen`.
-
-    False when fit cannot be wrapped (the caller then records what it passes instead).
-    """
-    todo, done = [clf], set()
-    while todo:
-        m = todo.pop()
-        if id(m) in done:
-            continue
-        done.add(id(m))
-        todo.extend(getattr(m, "members", None) or [])
-        orig = m.fit
-
-        def fit(records, *args, _orig=orig, **kwargs):
-            seen.update(r.id for r in records)
-            return _orig(records, *args, **kwargs)
-
-        try:
-            m.fit = fit
-        except (AttributeError, TypeError):
-            return False
-    return True
-
-
-def _dup_text(r: Record) -> str:
-    """Title + body, lower-cased, punctuation and spacing dropped (the discussion is often absent)."""
-    return " ".join(re.findall(r"\w+", f"{r.title}\n{r.body}".lower()))
-
-
-def near_duplicates(
-    records: list[Record], folds: list[int], train_ids: dict[int, set[str]], threshold: float = NEAR_DUPLICATE_COSINE
-) -> list[dict[str, Any]]:
-    """Pairs (evaluated record, record its fold's model trained on) whose title + body are identical
-    after normalisation or have TF-IDF cosine >= `threshold`, most similar first.
-
-    `folds[i]` is record i's fold (negative: not evaluated); `train_ids` as in EvalResult. Training ids
-    that are not in `records` are not compared. The TF-IDF is fit on all of `records`: it only
-    measures text overlap here and trains nothing.
-    """
-    texts = [_dup_text(r) for r in records]
-    if not any(texts):
-        return []
-    # Word uni- and bigrams: two reports sharing a stack trace but not their prose stay apart.
-    X = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"\w+").fit_transform(texts)
-    index = {r.id: i for i, r in enumerate(records)}
-    out: list[dict[str, Any]] = []
-    for f, ids in sorted(train_ids.items()):
-        test = [i for i, ff in enumerate(folds) if ff == f and texts[i]]
-        train = sorted(index[t] for t in ids if t in index and texts[index[t]])
-        if not test or not train:
-            continue
-        Xr = X[train].T.tocsc()
-        for start in range(0, len(test), 256):  # bounded memory on large gold sets
-            block = test[start : start + 256]
-            sim = (X[block] @ Xr).toarray()
-            for a, b in zip(*np.nonzero(sim >= threshold - 1e-9)):
-                i, j = block[a], train[b]
-                out.append(
-                    {
-                        "fold": f,
-                        "id": records[i].id,
-                        "train_id": records[j].id,
-                        "similarity": round(float(min(sim[a, b], 1.0)), 4),
-                        "identical": texts[i] == texts[j],
-                    }
-                )
-    out.sort(key=lambda d: (-d["similarity"], d["fold"], d["id"], d["train_id"]))
-    return out

@@ -29,7 +29,9 @@ from classify.classifiers.base import ModelOptions
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
 from classify.core.records import atomic_write_text
-from classify.evaluation.crossval import assign_folds, compute_metrics, cross_validate, train_test_leaks
+from classify.evaluation.crossval import assign_folds, cross_validate
+from classify.evaluation.leaks import train_test_leaks
+from classify.evaluation.metrics import compute_metrics
 from classify.evaluation.report import run_dir_name, unique_dir
 
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.metrics import (
@@ -24,6 +25,11 @@ from sklearn.metrics import (
     f1_score,
     precision_recall_fscore_support,
 )
+
+if TYPE_CHECKING:
+    from classify.classifiers.base import Prediction
+    from classify.core.taxonomy import Dimension
+    from classify.evaluation.crossval import EvalResult
 
 INVALID = "__invalid__"  # a prediction that never became a valid label counts as a disagreement
 # Below this many items a kappa and its bootstrap interval are too unstable to read (the interval
@@ -237,3 +243,78 @@ def dimension_report(
         "selective": selective_curve(y_true, yp, confidence),
         "has_confidence": ranks_by_confidence(confidence),
     }
+
+
+def _group_of(dim: Dimension, cid: str) -> str:
+    group = dim.group_of(cid)
+    # The taxonomy loader requires a group on every category of a dimension that declares groups.
+    assert group is not None, f"{dim.id}: category {cid} has no group"
+    return group
+
+
+def compute_metrics(res: EvalResult, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The agreement of an evaluation's predictions with gold: {"dimensions": {name: report}, "coders":
+    ...}, a report per dimension and per group level of a dimension with groups (dimension_report)."""
+    # Here, not at the top: agreement uses kappa_ci from this module.
+    from classify.evaluation.agreement import coder_agreement, dims_with_groups, group_confidence
+
+    gold, tax = res.gold, res.gold.taxonomy
+    out: dict[str, Any] = {"dimensions": {}}
+    for name, d, group_dim in dims_with_groups(gold):
+        # The records with both a gold label and a prediction.
+        y_true: list[str] = []
+        preds: list[Prediction] = []
+        for i, y in enumerate(gold.labels[d]):
+            if y is None:
+                continue
+            p = res.predictions[d][i]
+            if p is None:
+                continue
+            y_true.append(y)
+            preds.append(p)
+        y_pred = [p.label for p in preds]
+        conf = [p.confidence for p in preds]
+        labels = tax.dimensions[d].ids
+        if group_dim is not None:
+            y_true = [_group_of(group_dim, y) for y in y_true]
+            y_pred = [group_dim.group_of(y) if y is not None else None for y in y_pred]
+            conf = [group_confidence(p, group_dim) for p in preds]
+            labels = list(group_dim.groups)
+        rep = dimension_report(y_true, y_pred, conf, labels, n_boot=n_boot, seed=seed)
+        rep["n_without_label"] = gold.n_missing(d)
+        rep["level"] = "group" if group_dim is not None else "category"
+        rep["dimension"] = d
+        out["dimensions"][name] = rep
+    out["coders"] = coder_agreement(gold, n_boot=n_boot, seed=seed)
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    """The agreement of a model with gold on one dimension (or a dimension's group level): the
+    headline figures of its report in `compute_metrics(...)["dimensions"][name]`, typed."""
+
+    name: str  # as the report names it: "symptom", "root_cause", the group level of a dimension
+    level: str  # "category" or "group"
+    n: int  # records with both a gold label and a prediction
+    kappa: float | None  # Cohen's kappa; None where it is undefined
+    kappa_lo: float | None  # bootstrap 95% interval
+    kappa_hi: float | None
+    accuracy: float | None
+    macro_f1: float | None
+    n_invalid: int  # predictions that never became a valid label (counted as disagreements)
+
+    @classmethod
+    def from_report(cls, name: str, rep: dict[str, Any]) -> Score:
+        k = rep["kappa"]
+        return cls(
+            name=name,
+            level=rep.get("level", "category"),
+            n=rep["n"],
+            kappa=k["kappa"],
+            kappa_lo=k["lo"],
+            kappa_hi=k["hi"],
+            accuracy=rep["accuracy"],
+            macro_f1=rep["macro_f1"],
+            n_invalid=rep["n_invalid"],
+        )

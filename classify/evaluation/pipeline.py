@@ -1,10 +1,11 @@
 """`classify eval` as one function: load the task's gold, cross-validate (or test on a file),
 compute agreement, compare with an earlier run, write the report.
 
-    from classify.evaluation import run_eval
+    from classify import run_eval
     run = run_eval("tfidf-logreg", folds=5)
-    run.metrics["dimensions"]["symptom"]["kappa"]     # {"kappa": ..., "lo": ..., "hi": ...}
+    run.scores["symptom"].kappa                       # Score: kappa, kappa_lo/hi, accuracy, macro_f1, n
     run.out_dir                                       # evals/<timestamp>-tfidf-logreg/
+    run.metrics                                       # the whole report, as metrics.json holds it
 """
 
 from __future__ import annotations
@@ -14,23 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from classify.classifiers.base import ModelOptions, make_classifier, uses_llm, validate_options
+from classify.classifiers.base import ModelOptions, make_classifier, uses_llm
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
+from classify.core.progress import Progress
 from classify.evaluation.bygroup import check_group_args, evaluate_groups
 from classify.evaluation.compare import compare_metrics, load_run_metrics, options_of_run, previous_folds
 from classify.evaluation.crossval import (
     EvalResult,
-    compute_metrics,
     cross_validate,
     evaluate_on_test,
     evaluated_folds,
     limit_sample,
     prediction_rows,
-    train_test_leaks,
 )
 from classify.evaluation.leaderboard import run_label
+from classify.evaluation.leaks import train_test_leaks
+from classify.evaluation.metrics import Score, compute_metrics
 from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
 from classify.evaluation.report import write_eval
 from classify.evaluation.testoverlap import resolve_test_overlap
@@ -55,9 +57,16 @@ class EvalLeakError(ClassifyError):
 
 @dataclass
 class EvalRun:
+    """What `run_eval` returns: the predictions, the report and where it was written."""
+
     result: EvalResult
-    metrics: dict[str, Any]
-    out_dir: Path | None  # None when write=False
+    metrics: dict[str, Any]  # the report as metrics.json holds it
+    out_dir: Path | None  # None when out_dir=None was asked
+
+    @property
+    def scores(self) -> dict[str, Score]:
+        """Per dimension (and group level), the headline agreement figures, typed."""
+        return {name: Score.from_report(name, rep) for name, rep in self.metrics["dimensions"].items()}
 
 
 def run_eval(
@@ -75,9 +84,7 @@ def run_eval(
     cause_shown: bool | None = None,
     compare: str | Path | None = None,
     out_dir: str | Path | None = PROJECT_EVALS,
-    log: Callable[[str], None] | None = None,
-    predicted: Callable[[int], None] | None = None,
-    expected: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
     by: str | None = None,
     leave_group_out: bool = False,
     test_overlap: str = "refuse",
@@ -85,8 +92,9 @@ def run_eval(
     """Agreement of `model` (default embed-logreg) with the gold set: k-fold cross-validation, or
     training on all of gold and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/`
     (default: `evals/` of the project folder, classify.core.paths.evals_dir) unless out_dir is None.
-    `expected(n)` is told once how many records will be predicted, `predicted(n)` after each few
-    (for a progress bar; LLM specs report every few records, others once per fold).
+    `progress` (the object `label_file` takes too): `log` gets a line per step, `total(n)` is told once
+    how many records will be predicted, `labeled(n)` after each few (for a progress bar; LLM specs
+    report every few records, others once per fold).
 
     `cause_shown` (default: on, for every spec; False turns it off) adds a `<dim>_shown` decision for
     every dimension that gold leaves null (classify.core.causeshown; an LLM is asked it in the same
@@ -104,7 +112,9 @@ def run_eval(
     metrics["by_group"] holds each group, their mean and the worst. `test_overlap` (refuse, drop-train,
     keep) says what to do with `test` records that repeat gold (classify.evaluation.testoverlap).
     """
-    say = log or (lambda msg: None)
+    progress = progress or Progress()
+    say = progress.say
+    expected, predicted = progress.total, progress.labeled
     if folds < 2:
         raise UsageError(f"folds must be at least 2, got {folds}")
     check_group_args(by, leave_group_out, limit=limit, compare=compare)
@@ -118,14 +128,14 @@ def run_eval(
     model = model or DEFAULT_MODEL
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
-    validate_options(model, tax, options)  # a bad spec or option fails here, before any training
-    if uses_llm(model):  # a missing key or a dead server fails now, not after the first fold
-        with make_classifier(model, tax, options) as probe:
-            probe.preflight()
     base_dims = tax.dimension_ids
     # "Cause shown" is learned as a decision of its own (classify.core.causeshown), so the report's
     # coverage figures are those `classify run --target-kappa` will act on.
     g = derived_gold(g, cause_shown)
+    # Validated here, once (a bad spec or option fails before any training); each fold trains a clone.
+    clf = make_classifier(model, g.taxonomy, options)
+    if uses_llm(model):  # a missing key or a dead server fails now, not after the first fold
+        clf.preflight()
     t = derived_gold(load_gold_for(test, tax), cause_shown) if test is not None else None
     overlap = resolve_test_overlap(g, t, test_overlap, say) if t is not None else None
     if overlap is not None:
@@ -135,7 +145,7 @@ def run_eval(
         if expected:
             expected(len(t if t is not None else g))
         grouped = evaluate_groups(
-            model, g, options, by=by, leave_out=leave_group_out, k=folds, seed=seed, test=t,
+            clf, g, by=by, leave_out=leave_group_out, k=folds, seed=seed, test=t,
             allow_overlap=test_overlap == "keep", predicted=predicted, say=say,
         )  # fmt: skip
         res = grouped.result
@@ -143,7 +153,7 @@ def run_eval(
         say(f"{model}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
         if expected:
             expected(len(t))
-        res = evaluate_on_test(model, g, t, options, predicted=predicted, allow_overlap=test_overlap == "keep")
+        res = evaluate_on_test(clf, g, t, predicted=predicted, allow_overlap=test_overlap == "keep")
     else:
         given_folds = None
         folds_note = None
@@ -166,9 +176,8 @@ def run_eval(
             expected(n_eval)
         order = {f: j + 1 for j, f in enumerate(held)}
         res = cross_validate(
-            model,
+            clf,
             g,
-            options,
             k=folds,
             seed=seed,
             limit=limit,

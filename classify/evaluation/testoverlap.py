@@ -16,7 +16,7 @@ from typing import Any
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
 from classify.evaluation.bygroup import gold_part
-from classify.evaluation.crossval import check_test_overlap, same_text_pairs
+from classify.evaluation.leaks import check_test_overlap, same_text_pairs
 
 POLICIES = ("refuse", "drop-train", "keep")
 

@@ -9,8 +9,7 @@ screened first), resumably, with provenance on every row.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from classify.core import paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.paths import refuse_output_over_inputs
+from classify.core.progress import Progress
 from classify.core.records import CORE_FIELDS, read_records
 from classify.core.taxonomy import load_taxonomy
 from classify.labeling.resumable import (
@@ -36,16 +36,6 @@ from classify.labeling.resumable import (
     strip_label_fields,
 )
 from classify.labeling.routing import FoldModels, Router, make_router, parse_targets, routable_dimensions
-
-
-@dataclass
-class Progress:
-    """Callbacks a caller may pass to watch a run (all optional)."""
-
-    log: Callable[[str], None] | None = None  # one line of news: "training ...", "screening ..."
-    encoded: Callable[[int], None] | None = None  # n more records encoded up front
-    labeled: Callable[[int], None] | None = None  # n more records labeled (or resumed)
-    total: Callable[[int], None] | None = None  # how many records the run will label, once known
 
 
 def _check_out(out: Path, inputs: list[Path | None]) -> None:
@@ -175,7 +165,7 @@ def label_file(
                 clf.close()
                 clf = router.labeling_model(model, options)
                 fields["fields"] = router.fields
-            n_models = f"{len(clf.members)} fold models of " if isinstance(clf, FoldModels) else ""
+            n_models = f"{len(set(clf.folds))} fold models of " if isinstance(clf, FoldModels) else ""
             say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
             clf.fit(train_gold.records, train_gold.labels)
             prov = provenance_for(clf, g)

@@ -15,20 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from classify.classifiers.base import (
-    Classifier,
-    ModelOptions,
-    Prediction,
-    make_classifier,
-    predictions_from_proba,
-    uses_llm,
-)
+from classify.classifiers.base import Classifier, ModelOptions, Prediction, make_classifier, uses_llm
+from classify.classifiers.foldmodels import FoldModels
 from classify.core.causeshown import NONE_SHOWN, shown_dim
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
-from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
 from classify.evaluation.profile import GoldProfile, gold_profile, group_dim
 from classify.evaluation.thresholds import Threshold, apply_threshold
@@ -160,66 +151,10 @@ class Router:
         }
 
 
-class FoldModels(Classifier):
-    """The profile's fold models, their class probabilities averaged: what labels new reports in a
-    routed run. The thresholds were set on these models' out-of-fold behaviour; one model trained on
-    all of gold is more confident than they were, so more reports would pass its thresholds than the
-    guarantee covers (measured: benchmarks/trust_holdout.py, docs/trust.md). Averaging k models can
-    only soften the confidence, which errs on the side of review."""
-
-    def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, folds: list[int]):
-        super().__init__(spec, taxonomy, options, None)
-        self.folds = folds
-        self.models = [make_classifier(spec, taxonomy, options) for _ in sorted(set(folds))]
-
-    def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> FoldModels:
-        if len(records) != len(self.folds):
-            raise ValueError(f"fold models: {len(records)} records for {len(self.folds)} fold assignments")
-        for f, m in zip(sorted(set(self.folds)), self.models):
-            idx = [i for i, x in enumerate(self.folds) if x != f]
-            m.fit([records[i] for i in idx], {d: [ys[i] for i in idx] for d, ys in labels.items()})
-        return self
-
-    def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
-        # The first model encodes (and caches); the others then find every text in the cache.
-        for j, m in enumerate(self.models):
-            m.prepare(records, progress=progress if j == 0 else None)
-
-    def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
-        outs = [m.predict(records) for m in self.models]
-        merged: dict[str, list[Prediction]] = {}
-        for d in outs[0]:
-            merged[d] = [_average([o[d][i] for o in outs]) for i in range(len(records))]
-        return merged
-
-    def provenance(self) -> dict[str, Any]:
-        return {**self.models[0].provenance(), "fold_models": len(self.models)}
-
-    @property
-    def stats(self) -> Any:
-        return self.models[0].stats
-
-    @property
-    def members(self) -> list[Classifier]:
-        return list(self.models)
-
-    def close(self) -> None:
-        for m in self.models:
-            m.close()
-
-
 def _group_label(tdim, p: Prediction | None) -> Prediction | None:
     if p is None or p.label is None:
         return p
     return Prediction(label=tdim.group_of(p.label), confidence=p.confidence)
-
-
-def _average(preds: list[Prediction]) -> Prediction:
-    if any(p.proba is None for p in preds):
-        return preds[0]  # no probabilities to average (cannot happen for trained specs)
-    classes = sorted({c for p in preds for c in p.proba or {}})
-    P = np.array([[(p.proba or {}).get(c, 0.0) for c in classes] for p in preds]).mean(axis=0, keepdims=True)
-    return predictions_from_proba(classes, P)[0]
 
 
 def make_router(

@@ -7,7 +7,6 @@ unknown label, and it is rejected with every problem listed, before anything is 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -21,10 +20,6 @@ from classify.review.schema import Decision, Queue, validation_message
 
 class DecisionsError(ClassifyError, ValueError):
     """A decisions file is malformed, stale (made for another queue or gold) or inconsistent."""
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def read_decisions(path: str | Path, drop_torn_tail: bool = False) -> tuple[list[Decision], bool]:

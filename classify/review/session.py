@@ -20,12 +20,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from classify.core.taxonomy import Taxonomy
+from classify.core.timestamps import utc_timestamp
 from classify.review.decisions import (
     DecisionsError,
     append_decision,
     check_decisions,
     effective,
-    now,
     read_decisions,
     write_decisions,
 )
@@ -313,7 +313,7 @@ class Session:
                     note=note,  # noqa: B023
                     proposals=props,
                     reviewer=self.reviewer,
-                    decided_at=now(),
+                    decided_at=utc_timestamp(),
                 )
 
             note = ""

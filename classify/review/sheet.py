@@ -30,7 +30,8 @@ from pydantic import TypeAdapter, ValidationError
 from classify.core.records import atomic_write_text, escape_formula, unescape_formula
 from classify.core.taxonomy import Taxonomy
 from classify.core.textio import read_text
-from classify.review.decisions import DecisionsError, check_decisions, effective, now, read_decisions, write_decisions
+from classify.core.timestamps import utc_timestamp
+from classify.review.decisions import DecisionsError, check_decisions, effective, read_decisions, write_decisions
 from classify.review.schema import (
     Action,
     AddCategory,
@@ -329,7 +330,7 @@ def read_csv_decisions(path: str | Path, queue: Queue, reviewer: str) -> list[De
                     note=(row.get("note") or "").strip(),
                     proposals=proposals,
                     reviewer=(row.get("reviewer") or "").strip() or reviewer,
-                    decided_at=now(),
+                    decided_at=utc_timestamp(),
                 )
             )
         except ValidationError as e:

@@ -17,12 +17,13 @@ from classify.core.gold import gold_from_records, load_gold
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import CORE_FIELDS, atomic_write_text, to_record, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
+from classify.core.timestamps import utc_timestamp
 from classify.review.decisions import read_decisions, write_decisions
 from classify.review.proposals import Change, ProposalError, apply_changes
 from classify.review.schema import Decision as ReviewDecision
 from classify.review.schema import Proposal, Queue, QueueItem, QueueMeta, Reason, save_queue, validation_message
 from classify.workbench.items import ItemState
-from classify.workbench.project import LabelError, Project, ProjectError, now
+from classify.workbench.project import LabelError, Project, ProjectError
 
 _PROPOSAL = TypeAdapter(Proposal)
 CODER_KEYS = "ab"  # the shipped gold names its two passes coder_a and coder_b
@@ -204,7 +205,7 @@ def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> 
             n_props += len(by_dim.get(d, []))
     tax = project.taxonomy
     meta = QueueMeta(
-        created_at=now(),
+        created_at=utc_timestamp(),
         taxonomy=tax.label,
         taxonomy_path=str(tax_path),
         taxonomy_fingerprint=tax.fingerprint(),

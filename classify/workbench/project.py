@@ -17,7 +17,6 @@ import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from classify.core.errors import ClassifyError, UsageError
 from classify.core.records import CORE_FIELDS, Record, read_records
 from classify.core.storage import SQLiteStore
 from classify.core.taxonomy import Taxonomy, load_taxonomy, parse_taxonomy
+from classify.core.timestamps import utc_timestamp
 from classify.workbench.items import Adjudication, Code, ItemState
 
 DB_NAME = "workbench.sqlite"
@@ -82,10 +82,6 @@ def check_note(note: Any) -> str:
     if len(note) > MAX_NOTE:
         raise LabelError(f"a note is at most {MAX_NOTE} characters (this one has {len(note)})", {})
     return note
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def hash_token(token: str) -> str:
@@ -215,7 +211,7 @@ class Project:
         try:
             with db:
                 meta = {
-                    "created_at": now(),
+                    "created_at": utc_timestamp(),
                     "input": str(Path(input_path).resolve()),
                     "taxonomy_path": str(tax.path.resolve()) if tax.path else "",
                     "taxonomy_text": text,
@@ -225,7 +221,7 @@ class Project:
                 }
                 db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
                 for pos, c in enumerate(coders):
-                    db.execute("INSERT INTO coders VALUES (?, ?, NULL, ?)", (c, pos, now()))
+                    db.execute("INSERT INTO coders VALUES (?, ?, NULL, ?)", (c, pos, utc_timestamp()))
                 for pos, r in enumerate(records):
                     rec = {k: getattr(r, k) for k in CORE_FIELDS}
                     sug = suggestion_of(r, tax)
@@ -407,7 +403,7 @@ class Project:
         note = check_note(note)
         if not isinstance(unsure, bool):
             raise LabelError("unsure must be true or false", {})
-        at = now()
+        at = utc_timestamp()
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO codes (item_id, coder, labels, note, unsure, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -443,7 +439,7 @@ class Project:
         if isinstance(proposals, list) and len(proposals) > MAX_PROPOSALS:
             raise LabelError(f"at most {MAX_PROPOSALS} proposals per decision, not {len(proposals)}", {})
         props = check_proposals(proposals or [], self.taxonomy)
-        at = now()
+        at = utc_timestamp()
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO decisions (item_id, labels, note, proposals, adjudicator, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -460,7 +456,7 @@ class Project:
         with self._write() as db:
             db.execute(
                 "INSERT INTO review_log (item_id, dimension, decision, reviewer, created_at) VALUES (?, ?, ?, ?, ?)",
-                (item_id, dimension, json.dumps(decision), reviewer, now()),
+                (item_id, dimension, json.dumps(decision), reviewer, utc_timestamp()),
             )
 
     def progress(self) -> dict[str, dict[str, int]]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from classify.core.taxonomy import Taxonomy, load_taxonomy
-from classify.review.decisions import append_decision, check_decisions, effective, now, read_decisions
+from classify.core.timestamps import utc_timestamp
+from classify.review.decisions import append_decision, check_decisions, effective, read_decisions
 from classify.review.schema import ACTIONS, Decision, Queue, QueueItem, load_queue
 from classify.workbench.project import NotFound, Project, ProjectError, check_note
 
@@ -60,7 +61,7 @@ class ReviewTask:
             source=source,
             note=check_note(note).strip(),
             reviewer=reviewer,
-            decided_at=now(),
+            decided_at=utc_timestamp(),
         )
         check_decisions([d], self.queue, self.taxonomy, source="review decision")
         append_decision(self.decisions_path, d)

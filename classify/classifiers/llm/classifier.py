@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,36 +80,35 @@ class LLMClassifier(Classifier):
             raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
         return settings
 
-    def __init__(
-        self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: LLMSettings, store: LLMStore | None = None
-    ):
-        super().__init__(spec, taxonomy, options, params)
-        self.settings: LLMSettings = params
+    # What fit() sets (scikit-learn's convention: fitted attributes end in "_"; __init__ only stores).
+    n_train_: dict[str, int]
+    selector_: ExampleSelector | None  # few-shot: the training records examples come from
+    encoder_key_: str | None  # few-shot: the encoder that embeds them
+    pool_key_: tuple | None  # the FEWSHOT_ENCODERS entry this classifier holds
+    stats_: ClientStats  # summed over predict() calls
+    _store: LLMStore | None  # the response cache, opened on first use (tests may set their own)
+
+    # -- what the settings imply, derived on first use (rendering a prompt needs no fit) ----------
+
+    @property
+    def settings(self) -> LLMSettings:
+        return self.params
+
+    @property
+    def family(self) -> str:
+        return self.spec.partition(":")[0]
+
+    @cached_property
+    def model_path(self) -> Path | None:
+        """The GGUF file of a `local:` spec (None for the others)."""
+        return _local_model(self.spec) if self.family == "local" else None
+
+    @cached_property
+    def endpoint(self) -> Endpoint:
         s = self.settings
-        family, _, name = spec.partition(":")
-        self.family = family
-        self.model_path: Path | None = None
-        if family == "local":
-            name = name or DEFAULT_LOCAL
-            self.model_path = _local_model(spec)
-            alias = self.model_path.stem if name.lower().endswith(".gguf") else name
-            self.endpoint: Endpoint = make_endpoint(
-                alias,
-                base_url=None,
-                dialect=s.dialect or "llama-cpp",
-                structured=s.structured,
-                # logprobs off unless asked: they make the server compute logits for every prompt token
-                fold_system=s.fold_system,
-                logprobs=bool(s.logprobs),
-                timeout=s.timeout or 600.0,
-                identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}",
-                key_required=False,
-            )
-            self.endpoint.api_key_env = ""
-        else:
-            if not name:
-                raise ModelSpecError(f"{spec!r}: name the model, e.g. openai:gpt-4o-mini")
-            self.endpoint = make_endpoint(
+        name = self.spec.partition(":")[2]
+        if self.model_path is None:
+            return make_endpoint(
                 name,
                 base_url=s.base_url,
                 api_key_env=s.api_key_env,
@@ -118,36 +118,61 @@ class LLMClassifier(Classifier):
                 logprobs=s.logprobs,
                 timeout=s.timeout,
             )
-        self.prompts = PromptSet(
+        name = name or DEFAULT_LOCAL
+        alias = self.model_path.stem if name.lower().endswith(".gguf") else name
+        endpoint = make_endpoint(
+            alias,
+            base_url=None,
+            dialect=s.dialect or "llama-cpp",
+            structured=s.structured,
+            # logprobs off unless asked: they make the server compute logits for every prompt token
+            fold_system=s.fold_system,
+            logprobs=bool(s.logprobs),
+            timeout=s.timeout or 600.0,
+            identity=f"local:{self.model_path.name}:{self.model_path.stat().st_size}",
+            key_required=False,
+        )
+        endpoint.api_key_env = ""
+        return endpoint
+
+    @cached_property
+    def prompts(self) -> PromptSet:
+        s = self.settings
+        return PromptSet(
             s.prompts_dir,
-            taxonomy,
+            self.taxonomy,
             rationale=s.rationale,
             allow_null=s.allow_null,
             layout=s.layout,
             fold_system=self.endpoint.fold_system,
             max_chars=s.max_chars,
             example_chars=s.example_chars,
-            include_discussion=options.include_discussion,
+            include_discussion=self.options.include_discussion,
         )
+
+    @cached_property
+    def schema(self) -> dict[str, Any]:
+        s = self.settings
         grammar = self.endpoint.structured == "json_object_schema"
-        self.schema = answer_schema(taxonomy, s.rationale, s.allow_null, limit_rationale=grammar, grammar=grammar)
-        # dim -> its "<dim>_shown" decision (classify.core.causeshown), answered in the same request
-        self.partners = shown_partners(taxonomy)
-        self._store = store
-        self.selector: ExampleSelector | None = None
-        self.encoder_key: str | None = None
-        self.n_train: dict[str, int] = {}
-        self._stats = ClientStats()  # summed over predict() calls
-        self._encoder_key: tuple | None = None  # the FEWSHOT_ENCODERS entry this classifier holds
-        self.fitted = False
+        return answer_schema(self.taxonomy, s.rationale, s.allow_null, limit_rationale=grammar, grammar=grammar)
+
+    @cached_property
+    def partners(self) -> dict[str, str]:
+        """dim -> its "<dim>_shown" decision (classify.core.causeshown), answered in the same request."""
+        return shown_partners(self.taxonomy)
 
     # -- interface ---------------------------------------------------------------------------
 
     def fit(self, records: list[Record], labels: dict[str, list[str | None]]) -> LLMClassifier:
-        self.n_train = {d: sum(1 for y in labels.get(d, []) if y is not None) for d in self.taxonomy.dimension_ids}
+        self.schema  # noqa: B018 (the endpoint, prompts and schema: template errors surface here)
+        self._release_encoder()
+        self.n_train_ = {d: sum(1 for y in labels.get(d, []) if y is not None) for d in self.taxonomy.dimension_ids}
+        self.selector_, self.encoder_key_ = None, None
+        if not hasattr(self, "stats_"):
+            self.stats_ = ClientStats()
         if self.settings.strategy == "few-shot":
+            from classify.classifiers.baselines import make_encoder
             from classify.classifiers.llm.fewshot import ExampleSelector
-            from classify.encoders.encoder import Encoder
 
             key = (
                 self.options.encoder,
@@ -157,18 +182,9 @@ class LLMClassifier(Classifier):
                 str(cache_dir()),
                 threading.get_ident(),
             )
-            self._release_encoder()
-            enc = FEWSHOT_ENCODERS.acquire(
-                key,
-                lambda: Encoder(
-                    self.options.encoder,
-                    batch_size=self.options.batch_size,
-                    show_progress=self.options.show_progress,
-                    backend=self.settings.backend,
-                ),
-            )
-            self._encoder_key = key
-            self.selector = ExampleSelector(
+            enc = FEWSHOT_ENCODERS.acquire(key, lambda: make_encoder(self.options, self.settings.backend))
+            self.pool_key_ = key
+            self.selector_ = ExampleSelector(
                 records,
                 labels,
                 self.taxonomy.dimension_ids,
@@ -177,8 +193,7 @@ class LLMClassifier(Classifier):
                 require_complete=not self.settings.allow_null,
                 partners=self.partners,
             )
-            self.encoder_key = enc.model_key
-        self.fitted = True
+            self.encoder_key_ = enc.model_key
         return self
 
     def preflight(self) -> None:
@@ -191,17 +206,18 @@ class LLMClassifier(Classifier):
 
     def prepare(self, records: list[Record], progress: Callable[[int], None] | None = None) -> None:
         """Before a bulk run: embed (and cache) every record for few-shot selection in one pass."""
-        if self.selector is not None and records:
-            self.selector.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
+        self.check_fitted()
+        if self.selector_ is not None and records:
+            self.selector_.encoder.encode([r.text(self.options.include_discussion) for r in records], progress=progress)
         if self.settings.batch and records:  # one batch for the whole block, not one per chunk
             from classify.classifiers.llm.batch import prefetch
 
             _run(prefetch(self, self.plan(records)))
 
     def predict(self, records: list[Record]) -> dict[str, list[Prediction]]:
+        self.check_fitted()
         plans = self.plan(records)
-        if self.family == "local" and plans:
-            assert self.model_path is not None  # __init__ sets it for every local spec
+        if self.model_path is not None and plans:
             server = shared_server(
                 self.model_path,
                 self.endpoint.model,
@@ -234,11 +250,11 @@ class LLMClassifier(Classifier):
             "allow_null": s.allow_null,
             "taxonomy": self.taxonomy.label,
             "taxonomy_fingerprint": self.taxonomy.fingerprint(),
-            "n_train": dict(self.n_train),
+            "n_train": dict(getattr(self, "n_train_", {})),
         }
         if s.strategy == "few-shot":
             p["k"] = s.k
-            p["encoder"] = self.encoder_key
+            p["encoder"] = getattr(self, "encoder_key_", None)
         if self.model_path is not None:
             p["gguf"] = self.model_path.name
         return p
@@ -250,9 +266,9 @@ class LLMClassifier(Classifier):
         s = self.settings
         examples: list[list[Example]]
         if s.strategy == "few-shot":
-            if self.selector is None:
-                raise RuntimeError(f"{self.spec}: few-shot needs fit() with training records before predict()")
-            examples = self.selector.select(records, s.k)
+            self.check_fitted()  # the examples come from the training records
+            assert self.selector_ is not None  # fit sets it for few-shot
+            examples = self.selector_.select(records, s.k)
         else:
             examples = [[] for _ in records]
         plans = []
@@ -278,9 +294,11 @@ class LLMClassifier(Classifier):
 
     @property
     def store(self) -> LLMStore:
-        if self._store is None:
-            self._store = LLMStore()
-        return self._store
+        """The response cache, opened on first use (tests may set `_store` to their own)."""
+        store = getattr(self, "_store", None)
+        if store is None:
+            store = self._store = LLMStore()
+        return store
 
     # -- labelling -----------------------------------------------------------------------------
 
@@ -301,12 +319,12 @@ class LLMClassifier(Classifier):
 
     @property
     def stats(self) -> ClientStats:
-        return self._stats
+        return getattr(self, "stats_", None) or ClientStats()
 
     def _add_stats(self, st: ClientStats) -> None:
         for k, v in st.as_dict().items():
-            cur = getattr(self._stats, k)
-            setattr(self._stats, k, cur + v)
+            cur = getattr(self.stats_, k)
+            setattr(self.stats_, k, cur + v)
 
     async def _label_one(self, client: ChatClient, plan: Plan) -> dict[str, Prediction]:
         firsts = await client.complete_samples(plan.messages, plan.params, self.schema, plan.record.id)
@@ -383,15 +401,21 @@ class LLMClassifier(Classifier):
         return out
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
             self._store = None
         self._release_encoder()
 
+    @property
+    def store_open(self) -> bool:
+        """Whether this classifier holds an open response cache (close() closes it)."""
+        return getattr(self, "_store", None) is not None
+
     def _release_encoder(self) -> None:
-        if self._encoder_key is not None:
-            FEWSHOT_ENCODERS.release(self._encoder_key)
-            self._encoder_key = None
+        if getattr(self, "pool_key_", None) is not None:
+            FEWSHOT_ENCODERS.release(self.pool_key_)
+            self.pool_key_ = None
 
 
 def _run(coro: Coroutine[Any, Any, Any]) -> Any:

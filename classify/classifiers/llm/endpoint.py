@@ -21,14 +21,13 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from classify.classifiers.llm.choices import STRUCTURED_STYLES, Dialect
 from classify.core.errors import ClassifyError
 from classify.core.http import redact_url
 
-STRUCTURED_STYLES = ("json_schema", "json_object_schema", "json_object", "none")
-
 # dialect -> defaults. "generic" is any other OpenAI-compatible server: try json_schema and let
 # the client fall back when the server refuses it.
-DIALECTS: dict[str, dict] = {
+DIALECTS: dict[Dialect, dict] = {
     "openai": {"structured": "json_schema", "fold_system": False, "logprobs": True},
     "vllm": {"structured": "json_schema", "fold_system": False, "logprobs": True},
     "ollama": {"structured": "json_schema", "fold_system": False, "logprobs": False},

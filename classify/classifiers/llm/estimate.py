@@ -104,10 +104,13 @@ def dry_run_estimates(clf, gold, records: list[Record]) -> list[str]:
     they are fitted: its trained members would encode and train for nothing."""
     from classify.classifiers.llm.classifier import LLMClassifier
 
-    parts = [c for c in [clf, *clf.members] if isinstance(c, LLMClassifier)]
+    parts = [c for c in [clf, *clf.make_members()] if isinstance(c, LLMClassifier)]
     out = []
-    with clf:  # a local server started for the estimate is stopped after it
+    try:
         for c in parts:
             c.fit(gold.records, gold.labels)
             out.append(format_estimate(dry_run_estimate(c, records)))
+    finally:  # free what the estimate opened (response caches, few-shot encoders)
+        for c in parts:
+            c.close()
     return out

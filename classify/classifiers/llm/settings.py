@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from classify.classifiers.llm.choices import Dialect, Layout, Strategy, StructuredStyle
 from classify.classifiers.llm.endpoint import check_url
 from classify.classifiers.options import Backend, ModelSpecError, OptionsModel, parse_options
 from classify.core.paths import PROMPTS_DIR
@@ -37,21 +38,19 @@ class LLMSettings(OptionsModel):
     # endpoint (see endpoint.py); None = the dialect's default
     base_url: str | list[str] | None = None  # several: replicas of one model, balanced (pool.py)
     api_key_env: str | None = None
-    dialect: str | None = None
-    structured: str | None = None
+    dialect: Dialect | None = None
+    structured: StructuredStyle | None = None
     fold_system: bool | None = None
     logprobs: bool | None = None
     timeout: Annotated[
         float | None, Field(gt=0, description="seconds per request; default 120, 600 for local servers")
     ] = None
     # prompting
-    strategy: Literal["zero-shot", "few-shot"] = "zero-shot"
+    strategy: Strategy = "zero-shot"
     k: Annotated[int, _at_least(1, "few-shot examples per issue")] = 4
     rationale: bool = False  # ask for a short rationale before the labels
     allow_null: bool = False  # let the model answer null ("cannot tell") for a dimension
-    layout: Literal["cache-friendly", "naive"] = (
-        "cache-friendly"  # "naive" puts the issue first (benchmark contrast only)
-    )
+    layout: Layout = "cache-friendly"
     prompts: str = str(PROMPTS_DIR / "llm")  # template set folder
     max_chars: Annotated[int, _at_least(200, "issue text budget (title + body + discussion), characters")] = 6000
     example_chars: Annotated[int, _at_least(100, "characters per few-shot example")] = 1200
