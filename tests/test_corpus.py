@@ -5,7 +5,8 @@ from conftest import ROOT, write_jsonl
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.labeling.corpus import category_names, corpus_stats, share_ci
+from classify.report.html import category_names
+from classify.report.stats import corpus_stats, share_ci
 
 
 def test_wilson_interval():
@@ -192,7 +193,7 @@ def test_human_coded_rows_are_counted_as_coded(labeled, tmp_path):
     rows = [json.loads(x) for x in labels.read_text().splitlines()]
     fr = [r for r in rows if r.get("screening") == "failure_report"]
     for r in fr[:5]:  # five reports a person coded "hang" (no model would say so for these)
-        r["symptom"], r["symptom_status"] = "hang", "human"
+        r["symptom"], r["symptom_status"] = "hang", "coded"
     lab2 = write_jsonl(tmp_path / "labels.jsonl", rows)
     r, rep = _report(tmp_path, inp, lab2)
     assert r.exit_code == 0, r.output
@@ -318,7 +319,7 @@ def test_report_without_examples_has_no_empty_heading(tmp_path):
 
 
 def test_figures_cover_counts_and_intervals_and_titles_fit(tmp_path, taxonomy):
-    from classify.labeling import report_html
+    from classify.report import html as report_html
 
     rows = [
         {"id": f"triton-{i}", "symptom": "crash" if i < 13 else "hang", "root_cause": "software_incompatibility"}

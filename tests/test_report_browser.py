@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.taxonomy import load_taxonomy
-from classify.labeling.corpus import category_names
+from classify.report.html import category_names
 
 pytestmark = pytest.mark.skipif(os.environ.get("CLASSIFY_SKIP_BROWSER") == "1", reason="CLASSIFY_SKIP_BROWSER=1")
 EVIL = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'

@@ -190,13 +190,13 @@ def eval_cmd(
     checked = model if model is not None or compare is not None else DEFAULT_MODEL
     options = model_options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size, llm=llm, model=checked)
     if compare is not None and not (encoder or no_discussion or opt or llm.given()):
-        from classify.evaluation.compare import load_run_metrics, options_of_run
+        from classify.evaluation.compare import load_run
 
         # No option given: the compared run's own (its spec too when --model is not given), so the
         # change comes from the gold labels; --batch-size only sets speed and is kept.
-        prev = load_run_metrics(compare)["meta"]
-        if model is None or model == prev.get("model"):
-            options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
+        prev = load_run(compare)
+        if model is None or model == prev.meta.get("model"):
+            options = replace(prev.options(seed)[0], batch_size=batch_size)
     common = dict(taxonomy=taxonomy, gold=gold, task=task.value, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
         for text in estimate_eval(model or DEFAULT_MODEL, **common):

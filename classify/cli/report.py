@@ -58,7 +58,7 @@ def report_cmd(
     """Shares of symptoms and root causes (and groups), corrected for the model's errors on gold,
     beside the counts, per library and overall; report.html for reading and citing."""
     from classify.core.taxonomy import load_taxonomy
-    from classify.labeling.corpus import write_corpus_report
+    from classify.report import write_corpus_report
 
     tax = load_taxonomy(taxonomy)
     out = out_dir or labels.with_name(labels.stem + ".report")

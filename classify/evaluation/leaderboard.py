@@ -9,10 +9,11 @@ included, so fine-tuned models pay for their training here).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from classify.evaluation.runfolder import METRICS, RunFolder, RunFolderError, read_run, run_folders
 
 
 @dataclass
@@ -55,26 +56,29 @@ def run_label(meta: dict[str, Any]) -> str:
     return label
 
 
-def read_run(folder: Path) -> Entry:
-    doc = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-    meta = doc.get("meta", {})
+def entry_of(run: RunFolder) -> Entry:
+    meta = run.meta
     e = Entry(
         label=run_label(meta),
-        run=folder.name,
+        run=run.name,
         created_at=str(meta.get("created_at", "")),
         mode=str(meta.get("mode", "")),
         seconds_per_1000=meta.get("seconds_per_1000"),
         gold_hash=meta.get("gold_hash"),
     )
-    for name, rep in (doc.get("dimensions") or {}).items():
-        e.kappa[name] = rep["kappa"]
-        e.selective[name] = {
-            int(r["coverage"]): None if r.get("kappa") is None else float(r["kappa"]) for r in rep.get("selective", [])
-        }
-    for name, rep in (doc.get("selective_labeling") or {}).items():
-        c = rep.get("coverage", {}).get("0.87")
-        if c is not None:
-            e.coverage[name] = c
+    try:
+        for name, rep in run.dimensions.items():
+            e.kappa[name] = rep["kappa"]
+            e.selective[name] = {
+                int(r["coverage"]): None if r.get("kappa") is None else float(r["kappa"])
+                for r in rep.get("selective", [])
+            }
+        for name, rep in (run.doc.get("selective_labeling") or {}).items():
+            c = rep.get("coverage", {}).get("0.87")
+            if c is not None:
+                e.coverage[name] = c
+    except (KeyError, TypeError, ValueError, AttributeError) as ex:
+        raise RunFolderError(f"{run.path / METRICS}: unreadable ({ex!r})") from None
     return e
 
 
@@ -82,20 +86,13 @@ def collect(paths: list[Path], latest_only: bool = True) -> list[Entry]:
     """Runs found in `paths` (run folders, or folders holding run folders); newest per label."""
     folders: list[Path] = []
     for p in paths:
-        if (p / "metrics.json").exists():
+        if (p / METRICS).exists():
             folders.append(p)
         elif p.is_dir():
-            # A run is complete once its report.md exists (written last, and the folder itself appears
-            # only by a rename when everything is written); half-written or hidden folders are skipped.
-            folders.extend(sorted(q.parent for q in p.glob("*/metrics.json") if (q.parent / "report.md").exists()))
+            folders.extend(run_folders(p))
         else:
-            raise FileNotFoundError(f"{p}: no metrics.json here or in its subfolders")
-    entries = []
-    for f in folders:
-        try:
-            entries.append(read_run(f))
-        except (json.JSONDecodeError, KeyError) as ex:
-            raise ValueError(f"{f}/metrics.json: unreadable ({ex})") from ex
+            raise FileNotFoundError(f"{p}: no {METRICS} here or in its subfolders")
+    entries = [entry_of(read_run(f)) for f in folders]
     if latest_only:
         newest: dict[str, Entry] = {}
         for e in entries:

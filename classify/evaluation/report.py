@@ -12,6 +12,7 @@ from typing import Any
 from classify.core.records import atomic_write_text, write_rows
 from classify.evaluation.crossval import EvalResult, prediction_rows
 from classify.evaluation.metrics import SMALL_N
+from classify.evaluation.runfolder import METRICS, PREDICTIONS, REPORT
 
 # Under every table that may show n/a: what it means there.
 NA_NOTE = (
@@ -100,10 +101,10 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        atomic_write_text(tmp / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
-        write_rows(tmp / "predictions.jsonl", prediction_rows(res))
+        atomic_write_text(tmp / METRICS, json.dumps(doc, indent=2, default=str) + "\n")
+        write_rows(tmp / PREDICTIONS, prediction_rows(res))
         pngs = draw_plots(metrics, tmp)
-        atomic_write_text(tmp / "report.md", render_markdown(doc, pngs))
+        atomic_write_text(tmp / REPORT, render_markdown(doc, pngs))
         tmp.replace(out)  # onto the empty folder unique_dir reserved
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
-from classify.core import paths
+from classify.core import labelrow, paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.paths import refuse_output_over_inputs
@@ -187,11 +187,9 @@ def label_file(
             if routing:
                 prov["routing"] = routing
             if screen_clf is not None:
-                prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
-                prov["screening_options"] = screen_clf.options.run_meta()
-                prov["screening_taxonomy"] = (
-                    s_tax.label
-                )  # the screening labels' own taxonomy (review build --labels checks it)
+                prov.update(
+                    labelrow.screening_fields(screen_model, s_tax.label, s_gold.hash, screen_clf.options.run_meta())
+                )
             summary = label_records(
                 clf,
                 records,
@@ -207,7 +205,7 @@ def label_file(
                 dims=routable if routed else dims,
                 keep=keep,
                 signature_parts=part_hashes(sig_parts),
-                screened_status="screened_out" if routed else None,
+                routed=bool(routed),
                 **fields,
             )
             summary.model_stats = clf.stats
@@ -220,8 +218,7 @@ def label_file(
 
 
 # Fields every labels row has of its own: an input column of the same name would be overwritten.
-OWN_FIELDS = {"id", "repo", "model", "taxonomy", "gold_hash", "run_options", "labeled_at", "provenance", "prompt_hash"}
-OWN_FIELDS |= {"routing", "screening", "screening_model", "screening_options", "screening_taxonomy"}
+OWN_FIELDS = labelrow.ROW_FIELDS
 
 
 def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:

@@ -14,9 +14,21 @@ import math
 from pathlib import Path
 from typing import Any
 
+from classify.core.causeshown import NONE_SHOWN
 from classify.core.taxonomy import Taxonomy
+from classify.report.stats import SMALL_N, TINY_N
 
 TITLES = {"symptom": "Symptoms", "root_cause": "Root causes", "root_cause_group": "Root-cause groups"}
+
+
+def category_names(tax: Taxonomy) -> dict[str, dict[str, str]]:
+    """Display names: category ids to names, groups to the text before their description's dash."""
+    out: dict[str, dict[str, str]] = {}
+    for d, dim in tax.dimensions.items():
+        out[d] = {c.id: c.name for c in dim.categories} | {NONE_SHOWN: "None shown"}
+        if dim.groups:
+            out[f"{d}_group"] = {g: desc.split(" - ", 1)[0].strip() or g for g, desc in dim.groups.items()}
+    return out
 
 
 def title_of(name: str) -> str:
@@ -113,8 +125,6 @@ def source_line(st: dict[str, int] | None) -> str:
 def draw(stats: dict[str, Any], tax: Taxonomy, out: Path) -> list[dict[str, str]]:
     """One figure per dimension: the corrected share with its interval, and the naive count."""
     import matplotlib.pyplot as plt
-
-    from classify.labeling.corpus import category_names
 
     names = category_names(tax)
     figs = []
@@ -243,8 +253,6 @@ def render(
     screened: list[dict[str, Any]],
 ) -> str:
     import jinja2
-
-    from classify.labeling.corpus import SMALL_N, TINY_N, category_names
 
     env = jinja2.Environment(autoescape=True)
     tpl = env.from_string(TEMPLATE)
