@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from conftest import ROOT, write_jsonl
@@ -140,8 +141,26 @@ def test_report_corrects_shares_and_compares_with_the_study(labeled):
         ("root_cause_group", "runtime_environment"),
     ]
     assert ref[0]["share"] == pytest.approx(0.2733)
-    assert all(isinstance(x["inside"], bool) for x in ref)
-    assert "27.33%" in r.output and "published shares" in r.output
+    # like with like: the study's root-cause groups are shares of all its reports; these labels force a
+    # cause on every report, so the two are said not to be comparable rather than compared
+    assert [x["same_denominator"] for x in ref] == [True, True, True, False, False]
+    assert [x["verdict"] for x in ref[3:]] == ["not comparable: different denominators"] * 2
+    for x in ref[:3]:  # the difference with its interval (ours and the study's n=300 sampling error)
+        assert x["difference_lo"] < x["difference"] < x["difference_hi"]
+        assert x["difference_hi"] - x["difference_lo"] > x["hi"] - x["lo"]
+        assert x["verdict"] in ("ours higher", "ours lower", "cannot tell: intervals too wide", "no difference found")
+    assert "inside" not in ref[0] and doc["reference"]["summary"].endswith(".")
+    assert "27.33%" in r.output and "published shares" in r.output and "what it tells" in r.output
+    # plain words on the page; technical names only in tooltips and in the Methods paragraph
+    page = (rep / "report.html").read_text()
+    methods = re.search(r'<p class="methods">(.*?)</p>', page, re.S).group(1)
+    assert "bootstrap" in methods and "assume" in methods and "shifted away from gold" in methods
+    text = re.sub(
+        r'title="[^"]*"|<style>.*?</style>|data:image/png;base64,[^"]*', "", page.replace(methods, ""), flags=re.S
+    )
+    for jargon in ("EMQ", "PCC", "PACC", "total variation", "QuaPy", "TV"):
+        assert jargon not in text, jargon
+    assert "percentage points" in text and "TV pts" not in r.output
 
 
 def test_method_chosen_by_the_user_is_applied_and_said(labeled):
@@ -298,7 +317,7 @@ def test_routed_labels_say_what_is_auto_review_and_coded(tmp_path, taxonomy):
     # review rows count with their suggestion (as the corrected path does with their probabilities)
     assert sym["overall"]["shares"]["hang"]["k"] == 3 and rc["overall"]["shares"]["compiler_defect"]["k"] == 8
     assert any("unreviewed" in c and "root_cause" in c for c in st["caveats"])
-    assert sym["by_library"]["DeepGEMM"]["too_few"] is True
+    assert sym["by_library"]["DeepGEMM"]["counts_only"] is True and sym["by_library"]["DeepGEMM"]["n"] == 1
     labels = write_jsonl(tmp_path / "r.jsonl", rows)
     r = CliRunner().invoke(app, ["report", str(labels), "--no-correct", "--out-dir", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
@@ -307,7 +326,7 @@ def test_routed_labels_say_what_is_auto_review_and_coded(tmp_path, taxonomy):
     assert "unreviewed suggestions" in page
     # root causes: all suggestions, shown as such; no empty examples block
     assert "suggestion, awaiting review" in page
-    assert "n/a" in page and "too few reports" in page
+    assert 'class="bylib"' in page and "n = 1" in page
 
 
 def test_report_without_examples_has_no_empty_heading(tmp_path):

@@ -237,15 +237,39 @@ def _router(model: str, gold, options: ModelOptions, targets: dict[str, float], 
     router = make_router(model, gold, options, targets, progress=lambda f, k: say(f"  fold {f}/{k} done"))
     if router.profile.from_cache:
         say("  (cross-validation read from the cache)")
+    for line in threshold_lines(router):
+        say(line)
+    return router
+
+
+def threshold_lines(router: Router) -> list[str]:
+    """This run's thresholds beside `classify eval`'s for the same targets, and why they differ: eval
+    calibrates each fold with a temperature fitted on the other folds (cross-fitted: honest figures for a
+    report), a run with the one temperature fitted on all out-of-fold predictions, the one it applies to
+    new reports (docs/trust.md)."""
+    evals = router.profile.thresholds({d: t.target for d, t in router.thresholds.items()}, cross_fit=True)
+    lines = []
     for d, t in router.thresholds.items():
         if t.threshold is None:
-            say(f"  {d}: no confidence threshold reaches kappa {t.target} on gold: every {d} goes to review")
-        else:
-            say(
-                f"  {d}: confidence >= {t.threshold:.3f} -> auto ({t.coverage:.0%} of gold; their kappa "
-                f"{t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f})"
-            )
-    return router
+            lines.append(f"  {d}: no confidence threshold reaches kappa {t.target} on gold: every {d} goes to review")
+            continue
+        e = evals.get(d)
+        ev = (
+            f"threshold {e.threshold:.3f}, {e.coverage:.0%} of gold"
+            if e is not None and e.threshold is not None
+            else "no threshold"
+        )
+        lines.append(
+            f"  {d}: this run gives a label alone at confidence >= {t.threshold:.3f} ({t.coverage:.0%} of gold would be "
+            f"auto; their kappa {t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f}); `classify eval` shows {ev}"
+        )
+    if any(t.threshold is not None for t in router.thresholds.values()):
+        lines.append(
+            "  (eval and run differ slightly: eval calibrates each fold with a temperature fitted on the other folds, "
+            "cross-fitted, for honest figures; the run calibrates with the one temperature fitted on all of gold's "
+            "out-of-fold predictions, which it applies to the new reports; docs/trust.md)"
+        )
+    return lines
 
 
 def estimate_labeling(

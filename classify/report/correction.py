@@ -21,8 +21,6 @@ from classify.core.taxonomy import Taxonomy
 
 log = logging.getLogger("classify")
 
-WEAK_KAPPA = 0.2  # below this kappa on gold (Landis & Koch: "slight"), a correction rests on little
-
 
 @dataclass
 class Correction:
@@ -109,15 +107,3 @@ def agreement_with_gold(model: str, gold_hash: str, dirs: list[Path]) -> dict[st
                 cov = max(cov or 0, row.get("coverage") or 0)
         dims[d] = {"kappa": kap.get("kappa"), "lo": kap.get("lo"), "hi": kap.get("hi"), "coverage_at_0.80": cov}
     return {"path": str(run.path), "created_at": run.meta.get("created_at"), "dimensions": dims}
-
-
-def weak_dimensions(agreement: dict[str, Any] | None, dims: list[str]) -> dict[str, float]:
-    """Dimensions whose kappa on gold is below WEAK_KAPPA: a model that barely beats chance."""
-    if not agreement:
-        return {}
-    out = {}
-    for d in dims:
-        k = (agreement["dimensions"].get(d) or {}).get("kappa")
-        if isinstance(k, (int, float)) and k < WEAK_KAPPA:
-            out[d] = float(k)
-    return out

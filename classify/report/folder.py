@@ -17,8 +17,8 @@ from classify.core.records import atomic_write_text, read_rows
 from classify.core.taxonomy import Taxonomy
 from classify.report import quantify as qf
 from classify.report.correction import agreement_with_gold, correction_for
-from classify.report.labels import ReportError, awaits_review, counted_label, issue_url
-from classify.report.reference import compare_reference, load_reference
+from classify.report.labels import ReportError, awaits_review, counted_label, counts_as_failure_report, issue_url
+from classify.report.reference import compare_reference, load_reference, reference_summary
 from classify.report.stats import corpus_stats
 
 
@@ -29,7 +29,7 @@ def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], 
         by: dict[str, list[dict]] = {c: [] for c in dim.ids}
         for r in rows:
             lab = counted_label(r, d)
-            if not labelrow.is_failure_report(r) or lab not in by:
+            if not counts_as_failure_report(r) or lab not in by:
                 continue
             m = meta.get(str(r.get("id")), {})
             by[lab].append(
@@ -52,7 +52,7 @@ def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], 
 def _screened(rows: list[dict[str, Any]], meta: dict[str, dict]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
-        if labelrow.is_failure_report(r):
+        if counts_as_failure_report(r):
             continue
         m = meta.get(str(r.get("id")), {})
         out.append(
@@ -60,8 +60,9 @@ def _screened(rows: list[dict[str, Any]], meta: dict[str, dict]) -> list[dict[st
                 "id": r.get("id"),
                 "title": m.get("title") or r.get("title"),
                 "url": m.get("url") or r.get("url") or issue_url(r),
-                "screening": r.get("screening"),
-                "confidence": r.get("screening_confidence"),
+                "screening": labelrow.label_or_suggestion(r, "screening"),
+                "awaits_review": awaits_review(r, "screening"),
+                "confidence": labelrow.confidence(r, "screening"),
             }
         )
     return out
@@ -114,11 +115,13 @@ def write_corpus_report(
         gh = correction.gold_hash if correction else str(rows[0].get("gold_hash"))
         stats["eval_run"] = agreement_with_gold(stats["model"], gh, eval_dirs or [paths.evals_dir(), paths.EVALS_DIR])
     if ref is not None:
+        compared = compare_reference(stats, ref)
         stats["reference"] = {
             "path": ref["path"],
             "source": ref["source"],
             "warning": ref["warning"],
-            "rows": compare_reference(stats, ref),
+            "rows": compared,
+            "summary": reference_summary(compared),
         }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "corpus.json", json.dumps(stats, indent=2, default=_json_default) + "\n")

@@ -8,6 +8,8 @@ from typing import Any
 from classify.core import labelrow
 from classify.core.errors import ClassifyError
 from classify.core.labelrow import Status
+from classify.core.screening import DIM as SCREENING
+from classify.core.screening import PASS as FAILURE_REPORT
 
 # Where a row's label for a dimension comes from, as the report counts them.
 ORIGINS = ("auto", "review", "coded", "none_shown", "unrouted")
@@ -39,6 +41,12 @@ def counted_label(row: dict[str, Any], dim: str) -> str | None:
     """The label a report counts with: the label, or for a row awaiting review the model's suggestion
     (what the corrected shares count too, through the row's probabilities)."""
     return labelrow.label_or_suggestion(row, dim)
+
+
+def counts_as_failure_report(row: dict[str, Any]) -> bool:
+    """Kept by screening, or never screened; a screening decision awaiting review counts by the
+    model's suggestion, as every other label awaiting review does."""
+    return labelrow.label_or_suggestion(row, SCREENING) in (None, FAILURE_REPORT)
 
 
 def awaits_review(row: dict[str, Any], dim: str) -> bool:

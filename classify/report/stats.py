@@ -18,10 +18,17 @@ from classify.core.causeshown import NONE_SHOWN, shown_dim
 from classify.core.taxonomy import Taxonomy
 from classify.report import quantify as qf
 from classify.report.correction import Correction, proba_matrix, row_prediction
-from classify.report.labels import ORIGINS, ReportError, counted_label, library_of, origin
+from classify.report.labels import (
+    ORIGINS,
+    ReportError,
+    counted_label,
+    counts_as_failure_report,
+    library_of,
+    origin,
+)
 
-SMALL_N = 30  # below this many reports a library's shares get a small-sample warning
-TINY_N = 5  # below this many a library's shares are not shown at all (n/a): an interval on 1-4 reports says nothing
+SMALL_N = 30  # below this many reports a library gets counts only: its own correction would swing
+WEAK_KAPPA = 0.2  # below this kappa on gold ("slight" agreement) a correction rests on a model near chance
 NO_GOLD = "no gold examples: cannot be estimated"
 
 
@@ -177,6 +184,21 @@ def _table(
     return shares
 
 
+def _truncate(e: qf.ShareEstimate, keep: np.ndarray) -> qf.ShareEstimate:
+    """The classes in `keep`, still as shares of all reports (none_shown dropped, not renormalised)."""
+    return qf.ShareEstimate(e.naive[..., keep], e.estimate[..., keep], e.replicates[..., keep], e.n_auto, e.n_human)
+
+
+def gold_kappa(b: qf.Behaviour) -> float | None:
+    """Cohen's kappa of the model's out-of-fold labels on gold: what the correction rests on."""
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(b.y) < 2 or len(set(b.y.tolist())) < 2:
+        return None
+    k = cohen_kappa_score(b.y, b.P.argmax(axis=1), labels=list(range(b.P.shape[1])))
+    return None if np.isnan(k) else float(k)
+
+
 def _renormalise(e: qf.ShareEstimate, keep: np.ndarray) -> qf.ShareEstimate:
     """Shares over the classes in `keep` only (root causes over reports that show one)."""
 
@@ -203,7 +225,7 @@ def corpus_stats(
     (one of quantify.METHODS) fixes it; the protocol's errors are reported either way."""
     if method is not None and method not in qf.METHODS:
         raise ReportError(f"unknown method {method!r}; known: {', '.join(qf.METHODS)}")
-    lab = [r for r in rows if labelrow.is_failure_report(r)]
+    lab = [r for r in rows if counts_as_failure_report(r)]
     libs = sorted({library_of(r) for r in lab})
     out: dict[str, Any] = {
         "n_rows": len(rows),
@@ -213,7 +235,9 @@ def corpus_stats(
         "models": sorted({str(r.get("model")) for r in rows if r.get("model")}),
         "taxonomies": sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy")}),
         "corrected": correction is not None,
+        "screened": labelrow.was_screened(rows),
         "caveats": list(correction.caveats) if correction else [],
+        "weak_model": {},  # dimension -> the model's kappa on gold, where it barely beats chance
         "dimensions": {},
     }
     if correction is None:
@@ -258,20 +282,33 @@ def corpus_stats(
             est = qf.estimate_shares(
                 inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
             )
+        if inp.behaviour is not None:
+            kap = gold_kappa(inp.behaviour)
+            if kap is not None and kap < WEAK_KAPPA:
+                out["weak_model"][d] = kap
+        of_all: dict[str, qf.ShareEstimate] | None = None
         if est is not None and inp.selective:
             keep = np.arange(k - 1)
             shown_est = {name: _renormalise(e, keep) for name, e in est.items()}
+            of_all = {name: _truncate(e, keep) for name, e in est.items()}
             scope = "reports that show a cause (the model's cause-shown decision composed with its cause)"
+            denominator = "shown"
+        elif est is None and inp.n_none_shown:
+            shown_est = None
+            scope = "reports that show a cause (the routed labels and suggestions that name one)"
+            denominator = "shown"
         else:
             shown_est = est
+            as_if = d in (correction.profile.nullable if correction else [])
             scope = (
                 "all failure reports"
-                if d not in (correction.profile.nullable if correction else [])
+                if not as_if
                 else (
                     "all failure reports: the labels carry no cause-shown decision, so every report counts as if it "
                     "showed a cause"
                 )
             )
+            denominator = "all_as_if_shown" if as_if else "all"
         cats = dim.ids
         roll = np.eye(len(cats))
         fields: list[tuple[str, list[str], np.ndarray]] = [(d, cats, roll)]
@@ -301,21 +338,30 @@ def corpus_stats(
                 if name == d
                 else {g for j, g in enumerate(names) if {c for c in cats if rmat[cats.index(c), j]} <= absent}
             )
-            entry: dict[str, Any] = {"scope": scope, "correction": how, "status": split}
+            if inp.behaviour is not None and d in out["weak_model"]:
+                how["gold_kappa"] = out["weak_model"][d]
+            entry: dict[str, Any] = {"scope": scope, "denominator": denominator, "correction": how, "status": split}
             for sub in ["overall"] + libs:
                 s = subsets[sub]
-                counts = np.bincount(s.P.argmax(axis=1), minlength=k) if len(s.P) else np.zeros(k)
-                counts = counts + s.human_counts(k)
-                if inp.selective:
-                    counts = counts[:-1]
+                counts_all = np.bincount(s.P.argmax(axis=1), minlength=k) if len(s.P) else np.zeros(k)
+                counts_all = counts_all + s.human_counts(k)
+                counts = counts_all[:-1] if inp.selective else counts_all
                 n = int(counts.sum())
-                e = shown_est[sub] if shown_est is not None else None
+                small = sub != "overall" and n < SMALL_N
+                # a library's own correction on a small sample swings (3 of 6 labels became 78%): counts only
+                e = shown_est[sub] if shown_est is not None and not small else None
                 dist: dict[str, Any] = {
                     "n": n,
                     "n_human": int(s.human_counts(k)[: len(cats)].sum()),
                     "n_missing": inp.n_missing if sub == "overall" else None,
                     "shares": _table(inp.classes, names, rmat, e, counts, n, na),
                 }
+                if sub == "overall" and denominator == "shown":
+                    # the same shares over all failure reports, for published shares of all reports
+                    n_all = int(counts_all.sum()) if of_all is not None else n + inp.n_none_shown
+                    e_all = of_all[sub] if of_all is not None else None
+                    dist["of_all"] = _table(inp.classes, names, rmat, e_all, counts, n_all, na)
+                    dist["n_all"] = n_all
                 if sub == "overall" and inp.n_none_shown:
                     dist["n_none_shown"] = inp.n_none_shown
                 if inp.selective and est is not None:
@@ -329,11 +375,12 @@ def corpus_stats(
                         "hi": float(hi[0]),
                         "n": int(tot),
                     }
-                if sub != "overall" and n < TINY_N:
-                    dist["too_few"] = True
-                    dist["warning"] = f"too few reports ({n}): shares not shown"
-                elif sub != "overall" and n < SMALL_N:
-                    dist["warning"] = f"small sample: {n} reports; shares are rough"
+                if small:
+                    dist["counts_only"] = True
+                    dist["warning"] = (
+                        f"{n} reports: counts only (under {SMALL_N}, a correction for the model's errors on this "
+                        f"library alone swings too far to print)"
+                    )
                 if sub == "overall":
                     entry["overall"] = dist
                 else:
