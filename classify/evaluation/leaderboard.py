@@ -171,7 +171,7 @@ NOTE = (
     'root cause over all reports, "no cause shown" included). `s / 1000 rec`: the evaluation\'s wall time per 1,000 '
     "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). n/a: undefined "
     "(one gold class, or no confidence to rank by), not zero. "
-    "Regenerate with `classify leaderboard --out evals/leaderboard.md`."
+    "Regenerate with `classify leaderboard --write`."
 )
 
 
@@ -189,3 +189,36 @@ def render_markdown(entries: list[Entry], title: str = "Leaderboard", note: str 
         lines.append("| " + " | ".join(r) + " |")
     lines += ["", "Runs: " + ", ".join(f"`{e.run}`" for e in entries), ""]
     return "\n".join(lines)
+
+
+# Columns a narrow terminal drops first (the table keeps the model and each dimension's kappa).
+DROP_ORDER = ("@50% / @70%", "s / 1000 rec", "auto share at kappa 0.87")
+MODEL_MIN = 30  # the model column folds longer names onto several lines
+
+
+def column_widths(header: list[str], body: list[list[str]]) -> list[int]:
+    """Per column, the width it needs: the widest cell (headers wrap at spaces, so their longest word);
+    the model column at most MODEL_MIN (longer names fold)."""
+    out = []
+    for i, h in enumerate(header):
+        w = max([max(len(x) for x in h.split())] + [len(r[i]) for r in body])
+        out.append(min(w, MODEL_MIN) if i == 0 else w)
+    return out
+
+
+def fit_columns(header: list[str], body: list[list[str]], width: int) -> tuple[list[int], list[str]]:
+    """Which columns (indices) fit a terminal of `width` characters, and the names of those dropped."""
+    widths = column_widths(header, body)
+    cols = list(range(len(header)))
+    dropped: list[str] = []
+
+    def need() -> int:
+        return 1 + sum(widths[i] + 3 for i in cols)
+
+    for part in DROP_ORDER:
+        for i in [i for i in cols if part in header[i]]:
+            if need() <= width:
+                return cols, dropped
+            cols.remove(i)
+            dropped.append(header[i])
+    return cols, dropped
