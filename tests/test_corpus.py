@@ -174,7 +174,7 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         assert c["error"] == pytest.approx(c["errors"]["ACC"])
         warned = any(x.startswith(f"{name}: ACC (--method) erred more") for x in doc["caveats"])
         assert warned == (c["error"] > c["naive_error"])
-    assert "ACC (--method)" in r.output
+    assert "(ACC, --method)" in r.output
     # a forced method that erred more than counting on shifted gold is said so (and only then)
     r2, rep2 = _report(d, inp, labels, "--method", "EMQ")
     assert r2.exit_code == 0, r2.output

@@ -87,8 +87,19 @@ def test_report_in_a_browser(driver, tmp_path, shared_cache):
         for cid, name in names[dim].items():
             if cid != "none_shown":
                 assert name in text, f"{dim} category {name} missing"
-    for needle in ("Published shares beside ours", "27.33%", "Screened out", "tfidf-logreg", "gpu-kernel-issues@1"):
+    for needle in ("Published shares beside ours", "27.3%", "Screened out", "tfidf-logreg", "gpu-kernel-issues@1"):
         assert needle in text
+    # screened counts, like-for-like comparison in words, counts per library, a Methods paragraph
+    for needle in ("screened out as not failure reports", "What this comparison can tell", "what it tells", "Methods"):
+        assert needle in text, needle
+    assert "inside?" not in text and "EMQ" not in text and "TV" not in text.split()
+    bylib = driver.find_element(By.CSS_SELECTOR, "table.bylib").text
+    assert "n = " in bylib
+    # the 15-column cross table fits its box (no horizontal scrolling inside the page)
+    assert driver.execute_script(
+        "const t = document.querySelector('table.crosstab');"
+        "return t.getBoundingClientRect().right <= t.parentElement.getBoundingClientRect().right + 1"
+    )
     # figures have real titles (not file names) and are not cut off
     for img in driver.find_elements(By.CSS_SELECTOR, "figure img"):
         assert not img.get_attribute("alt").endswith(".png")

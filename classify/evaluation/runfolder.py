@@ -25,6 +25,9 @@ PREDICTIONS = "predictions.jsonl"
 REPORT = "report.md"  # written last: a folder holding it is complete
 
 
+_MISSING = object()
+
+
 class RunFolderError(ClassifyError, ValueError):
     """A folder that is not a readable eval run."""
 
@@ -100,12 +103,12 @@ def read_run(path: str | Path, *, error: type[ClassifyError] = RunFolderError) -
     path = Path(path)
     folder = path.parent if path.name == METRICS and path.is_file() else path
     f = folder / METRICS
-    if not f.exists():
-        raise error(f"{folder}: no {METRICS} (not an eval run folder: give an evals/<run> folder)")
     try:
-        doc = json.loads(read_text(f, error))
+        doc = json.loads(read_text(f, error)) if f.is_file() else _MISSING
     except json.JSONDecodeError as e:
         raise error(f"{f}: not JSON: {e}") from e
+    if doc is _MISSING:
+        raise error(f"{folder}: no {METRICS} (not an eval run folder: give an evals/<run> folder)")
     if (
         not isinstance(doc, dict)
         or not isinstance(doc.get("meta"), dict)

@@ -275,9 +275,10 @@ def corpus_stats(
                     raise ReportError(f"{d}: {why}") from None
                 if sel.error > sel.naive_error:
                     out["caveats"].append(
-                        f"{d}: {method} (--method) erred more than counting on shifted gold "
-                        f"({100 * sel.error:.1f} against {100 * sel.naive_error:.1f} points of total variation); "
-                        f"the protocol would have chosen {min(sel.errors, key=sel.errors.__getitem__)}."
+                        f"{d}: {method} (--method) erred more than counting on shifted gold (it missed the true "
+                        f"shares by {100 * sel.error:.1f} percentage points on average, counting by "
+                        f"{100 * sel.naive_error:.1f}); the test on gold would have chosen "
+                        f"{min(sel.errors, key=sel.errors.__getitem__)}."
                     )
             est = qf.estimate_shares(
                 inp.behaviour, sel.method, subsets, residuals=sel.residuals, n_boot=n_boot, seed=seed
