@@ -183,7 +183,7 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         c = doc2["dimensions"][name]["correction"]
         warned = any(x.startswith(f"{name}: EMQ (--method) erred more than counting") for x in doc2["caveats"])
         assert warned == (c["error"] > c["naive_error"])
-    assert "chosen by the user" in (rep / "report.html").read_text()
+    assert "as the user asked (--method)" in (rep / "report.html").read_text()
     for bad, msg in ((["--method", "XYZ"], "unknown --method"), (["--method", "PCC", "--no-correct"], "--no-correct")):
         r, rep = _report(d, inp, labels, *bad)
         assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
@@ -316,14 +316,14 @@ def test_routed_labels_say_what_is_auto_review_and_coded(tmp_path, taxonomy):
     assert st["dimensions"]["root_cause_group"]["status"] == rc["status"]
     # review rows count with their suggestion (as the corrected path does with their probabilities)
     assert sym["overall"]["shares"]["hang"]["k"] == 3 and rc["overall"]["shares"]["compiler_defect"]["k"] == 8
-    assert any("unreviewed" in c and "root_cause" in c for c in st["caveats"])
+    assert any("not yet checked by a person" in c and "root_cause" in c for c in st["caveats"])
     assert sym["by_library"]["DeepGEMM"]["counts_only"] is True and sym["by_library"]["DeepGEMM"]["n"] == 1
     labels = write_jsonl(tmp_path / "r.jsonl", rows)
     r = CliRunner().invoke(app, ["report", str(labels), "--no-correct", "--out-dir", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "3 await review" in page and "8 await review" in page
-    assert "unreviewed suggestions" in page
+    assert "which no person has checked yet" in page and "unreviewed suggestions" not in page
     # root causes: all suggestions, shown as such; no empty examples block
     assert "suggestion, awaiting review" in page
     assert 'class="bylib"' in page and "n = 1" in page

@@ -30,7 +30,7 @@ def test_run_prints_its_thresholds_beside_evals_and_why_they_differ(tmp_path):
         r"symptom: this run gives a label alone at confidence >= ([\d.]+) \((\d+)% of gold would be auto", text
     )
     assert m, text
-    assert re.search(r"`classify eval` shows (threshold [\d.]+, \d+% of gold|no threshold)", text)
+    assert re.search(r"`classify eval`'s figure: (threshold [\d.]+, \d+% of gold|no threshold)", text)
     assert "cross-fitted" in text and "docs/trust.md" in text
     # the closing summary names the threshold the run applied and the share of gold it made auto
     assert f"at confidence >= {m.group(1)} (which made {m.group(2)}% of gold auto)" in text

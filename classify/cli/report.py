@@ -98,6 +98,7 @@ def report_cmd(
         err.print(f"warning: {ref['warning']}", markup=False, highlight=False)
     screened = (
         f"{stats['n_failure_reports']} failure reports, {stats['n_screened_out']} screened out"
+        + (f" ({stats['n_screened_out_review']} awaiting review)" if stats.get("n_screened_out_review") else "")
         if stats.get("screened", True)
         else "not screened"
     )

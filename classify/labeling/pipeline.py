@@ -261,7 +261,7 @@ def threshold_lines(router: Router) -> list[str]:
         )
         lines.append(
             f"  {d}: this run gives a label alone at confidence >= {t.threshold:.3f} ({t.coverage:.0%} of gold would be "
-            f"auto; their kappa {t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f}); `classify eval` shows {ev}"
+            f"auto; their kappa {t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f}); `classify eval`'s figure: {ev}"
         )
     if any(t.threshold is not None for t in router.thresholds.values()):
         lines.append(

@@ -187,7 +187,7 @@ details summary{cursor:pointer;color:var(--accent)}
 </style></head>
 <body>
 <h1>Corpus report</h1>
-<p class="sub">{% if was_screened %}{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out as not failure reports){% else %}{{ n_rows }} threads, <b>not screened</b>{% endif %} from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
+<p class="sub">{% if was_screened %}{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out as not failure reports{% if n_screened_review %}, {{ n_screened_review }} of them on the screening model's suggestion, awaiting review{% endif %}){% else %}{{ n_rows }} threads, <b>not screened</b>{% endif %} from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
 {% if not was_screened %}<p class="alert" id="unscreened">These labels were not screened: every thread counts as a failure report, though questions, feature requests and other threads may be among them, so every share below is of threads of any kind. Label with <code>classify run --screen</code> to keep failure reports only.</p>{% endif %}
 {% if weak_model %}<p class="alert" id="weak-model">The correction rests on a model that barely agrees with the coders beyond chance on gold ({% for d, k in weak_model.items() %}{{ dim_titles.get(d, d) }}: κ = {{ "%.2f"|format(k) }}{{ "; " if not loop.last }}{% endfor %}; under {{ "%.1f"|format(weak_kappa) }} is "slight" agreement). Its corrected shares say little about the corpus: treat them as a rough guess, or improve the model first.</p>{% endif %}
 
@@ -201,7 +201,7 @@ details summary{cursor:pointer;color:var(--accent)}
  <div class="card" id="label-sources"><b>Where the labels come from</b>
  {% for name, d in dims.items() if not name.endswith("_group") %}{% set st = d.status %}<span>{{ dim_titles.get(name, name) }}: {{ source_line(st) }}</span><br>{% endfor %}
  {% if any_review %}<span class="warn">for reports that await review, the shares count the model's suggestion, which no person has checked yet</span>{% endif %}</div>
- <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold (bootstrap 95% intervals); counts beside them{% else %}counts of model labels (95% Wilson intervals), not corrected{% endif %}</span></div>
+ <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold, with 95% intervals; counts beside them (see <a href="#methods">Methods</a>){% else %}counts of model labels with 95% intervals, not corrected (see <a href="#methods">Methods</a>){% endif %}</span></div>
 </div>
 
 {% if caveats or warnings %}<h3>Caveats</h3><ul class="caveats">
@@ -211,7 +211,7 @@ details summary{cursor:pointer;color:var(--accent)}
 
 {% if reference %}<h2 id="reference">Published shares beside ours</h2>
 {% if reference.warning %}<p class="warn">{{ reference.warning }}</p>{% endif %}
-{% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Each published share is compared with ours over the same reports (all failure reports, or only those that show a cause). The difference (ours minus published) has a 95% interval that combines our interval{% if reference.rows|selectattr("n")|list %} with the sampling error of the study's own count{% endif %}; where that interval spans more than ±{{ "%.0f"|format(100 * clear) }} points, the comparison cannot tell agreement from a real difference.</p>
+{% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Each published share is compared with ours over the same reports (all failure reports, or only those that show a cause). The difference (ours minus published) has a 95% interval that combines our interval{% if reference.rows|selectattr("n")|list %} with the sampling error of the study's own count{% endif %}; where that interval includes 0 and spans more than {{ "%.0f"|format(200 * clear) }} points, the comparison cannot tell agreement from a real difference.</p>
 <p id="reference-summary"><b>What this comparison can tell:</b> {{ reference.summary }}</p>
 <div class="wrap"><table class="reference"><thead><tr><th class="txt">dimension</th><th class="txt">category</th><th>published</th><th>ours <span class="ci">[95% interval]</span></th><th class="txt">share of</th><th>difference <span class="ci">[95% interval]</span></th><th class="txt">what it tells</th>{% if sources|length > 1 %}<th class="txt">source</th>{% endif %}</tr></thead><tbody>
 {% for r in reference.rows %}<tr><td class="txt">{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 1) }}{% if r.n %} <span class="ci">of {{ r.n }}</span>{% endif %}</td><td class="num">{% if r.estimate is not none %}<b>{{ pct(r.estimate) }}</b> <span class="ci">[{{ pct(r.lo) }}, {{ pct(r.hi) }}]</span>{% else %}n/a{% if r.note %} <span class="ci">({{ r.note }})</span>{% endif %}{% endif %}</td><td class="txt ci">{% if r.same_denominator %}{{ "all failure reports" if r.of == "all" else "reports that show one" }}{% else %}<span class="warn">theirs: {{ "all reports" if r.of == "all" else "reports that show one" }}; ours: {{ "all, each counted as showing a cause" if r.our_of == "all_as_if_shown" else ("reports that show one" if r.our_of == "shown" else "all failure reports") }}</span>{% endif %}</td><td class="num">{% if r.difference is not none %}{{ "%+.1f"|format(100 * r.difference) }} points{% if r.difference_lo is not none %} <span class="ci">[{{ "%+.1f"|format(100 * r.difference_lo) }}, {{ "%+.1f"|format(100 * r.difference_hi) }}]</span>{% endif %}{% else %}n/a{% endif %}</td><td class="txt verdict">{{ r.verdict }}</td>{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
@@ -278,6 +278,7 @@ def render(
         n_rows=stats["n_rows"],
         n_fail=stats["n_failure_reports"],
         n_screened=stats["n_screened_out"],
+        n_screened_review=stats.get("n_screened_out_review", 0),
         libraries=stats["libraries"],
         eval_run=stats.get("eval_run"),
         corrected=stats.get("corrected"),

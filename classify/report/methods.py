@@ -35,7 +35,12 @@ def methods_text(stats: dict[str, Any]) -> str:
     if stats.get("screened"):
         who = (
             f"{n_fail} failure reports (of {n_rows} threads; {stats['n_screened_out']} were screened out by a "
-            f"screening model as not failure reports)"
+            f"screening model as not failure reports"
+            + (
+                f", {stats['n_screened_out_review']} of them on its suggestion, before a person checked it)"
+                if stats.get("n_screened_out_review")
+                else ")"
+            )
         )
     else:
         who = f"{n_rows} threads (not screened: threads that are not failure reports may be among them)"

@@ -150,10 +150,9 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
         if est is not None:
             diff = est - e["share"]
             if lo is not None and hi is not None:
-                half = (hi - lo) / 2
-                if e.get("n"):
-                    half = math.hypot(half, 1.96 * math.sqrt(e["share"] * (1 - e["share"]) / e["n"]))
-                d_lo, d_hi = diff - half, diff + half
+                # each side of our (often skewed) interval, widened by the study's own sampling error
+                theirs = 1.96 * math.sqrt(e["share"] * (1 - e["share"]) / e["n"]) if e.get("n") else 0.0
+                d_lo, d_hi = diff - math.hypot(est - lo, theirs), diff + math.hypot(hi - est, theirs)
         rows.append(
             e
             | {
@@ -185,8 +184,8 @@ def reference_summary(rows: list[dict[str, Any]]) -> str:
         parts.append(f"{diff} of {n} differ beyond both intervals")
     if wide:
         parts.append(
-            f"for {wide} of {n} the intervals are too wide to tell (a difference of {100 * CLEAR:.0f} points "
-            f"either way is within them)"
+            f"for {wide} of {n} the interval of the difference spans more than {200 * CLEAR:.0f} points: too wide "
+            f"to tell agreement from a real difference"
         )
     if apart:
         parts.append(f"{apart} of {n} are not over the same reports and cannot be compared")

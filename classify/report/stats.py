@@ -21,6 +21,7 @@ from classify.report.correction import Correction, proba_matrix, row_prediction
 from classify.report.labels import (
     ORIGINS,
     ReportError,
+    awaits_review,
     counted_label,
     counts_as_failure_report,
     library_of,
@@ -231,6 +232,10 @@ def corpus_stats(
         "n_rows": len(rows),
         "n_failure_reports": len(lab),
         "n_screened_out": len(rows) - len(lab),
+        # of those, set aside on the screening model's suggestion, awaiting review
+        "n_screened_out_review": sum(
+            1 for r in rows if not counts_as_failure_report(r) and awaits_review(r, "screening")
+        ),
         "libraries": {lib: sum(1 for r in lab if library_of(r) == lib) for lib in libs},
         "models": sorted({str(r.get("model")) for r in rows if r.get("model")}),
         "taxonomies": sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy")}),
@@ -253,8 +258,9 @@ def corpus_stats(
         if split["review"]:
             out["caveats"].append(
                 f"{d}: {split['review']} of {len(lab)} reports await review (their confidence is below the threshold "
-                f"for the target kappa); the shares count the model's unreviewed suggestions for them"
-                + (" through its probabilities." if correction else ".")
+                f"for the target kappa); the shares count the model's suggestion for them"
+                + (" (through its probabilities)" if correction else "")
+                + ", not yet checked by a person."
             )
         # categories gold never holds: the model cannot predict them and no error on them was measured
         absent = (
