@@ -177,3 +177,21 @@ def test_report_refuses_a_duplicated_id_and_labels_outside_the_codebook(tmp_path
     assert r.exit_code == 2 and "duplicate ids" in r.output and "triton-0" in r.output and not out.exists()
     r, out = _report(tmp_path, rows + [{"id": "x-1", "symptom": "exploded"}])
     assert r.exit_code == 2 and "unknown symptom label 'exploded'" in " ".join(r.output.split())
+
+
+def test_verdict_needs_the_whole_interval_within_ten_points(tmp_path, taxonomy):
+    rows = _rows(500, "triton", "crash", None) + _rows(500, "xformers", "hang", None)
+    st = corpus_stats(rows, taxonomy)
+    ref_file = tmp_path / "ref.yaml"
+    verdicts = {}
+    for share in (0.5, 0.42, 0.38):
+        shares = [{"dimension": "symptom", "category": "crash", "share": share}]
+        ref_file.write_text(yaml.safe_dump({"source": "s", "n": 300, "shares": shares}))
+        row = compare_reference(st, load_reference(ref_file, taxonomy))[0]
+        verdicts[share] = row["verdict"]
+        assert row["difference_lo"] < row["difference"] < row["difference_hi"]
+    assert verdicts == {0.5: "no difference beyond 10 points", 0.42: "ours higher", 0.38: "ours higher"}
+    # a difference of -11.6 points whose interval reaches 0 is not "no difference"
+    from classify.report.reference import _verdict
+
+    assert _verdict(-0.116, -0.191, 0.005, True) == "cannot tell: intervals too wide"

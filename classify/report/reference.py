@@ -14,7 +14,7 @@ OF = {
     "all": "all failure reports",
     "shown": "the reports that show one (root cause: reports whose thread shows a cause)",
 }
-CLEAR = 0.10  # a difference interval wider than +-10 points cannot tell agreement from a real difference
+CLEAR = 0.10  # a difference interval reaching beyond +-10 points cannot tell agreement from a real difference
 
 
 def _n(v: Any, where: str) -> int | None:
@@ -123,9 +123,9 @@ def _verdict(diff: float | None, lo: float | None, hi: float | None, same: bool)
         return "ours higher"
     if hi < 0:
         return "ours lower"
-    if hi - lo > 2 * CLEAR:
+    if lo < -CLEAR or hi > CLEAR:
         return "cannot tell: intervals too wide"
-    return "no difference found"
+    return f"no difference beyond {100 * CLEAR:.0f} points"
 
 
 def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[str, Any]]:
@@ -184,8 +184,8 @@ def reference_summary(rows: list[dict[str, Any]]) -> str:
         parts.append(f"{diff} of {n} differ beyond both intervals")
     if wide:
         parts.append(
-            f"for {wide} of {n} the interval of the difference spans more than {200 * CLEAR:.0f} points: too wide "
-            f"to tell agreement from a real difference"
+            f"for {wide} of {n} the interval of the difference includes 0 but reaches beyond +-{100 * CLEAR:.0f} "
+            f"points: too wide to tell agreement from a real difference"
         )
     if apart:
         parts.append(f"{apart} of {n} are not over the same reports and cannot be compared")

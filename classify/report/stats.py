@@ -31,6 +31,7 @@ from classify.report.labels import (
 SMALL_N = 30  # below this many reports a library gets counts only: its own correction would swing
 WEAK_KAPPA = 0.2  # below this kappa on gold ("slight" agreement) a correction rests on a model near chance
 NO_GOLD = "no gold examples: cannot be estimated"
+COUNTS_ONLY = f"under {SMALL_N} reports: counts only, no corrected estimate"
 
 
 def share_ci(k: int, n: int) -> dict[str, float]:
@@ -363,6 +364,9 @@ def corpus_stats(
                     "n_missing": inp.n_missing if sub == "overall" else None,
                     "shares": _table(inp.classes, names, rmat, e, counts, n, na),
                 }
+                if small and shown_est is not None:  # corrected elsewhere: here the count, and no estimate
+                    for sh in dist["shares"].values():
+                        sh.update(estimate=None, share=None, lo=None, hi=None, note=COUNTS_ONLY)
                 if sub == "overall" and denominator == "shown":
                     # the same shares over all failure reports, for published shares of all reports
                     n_all = int(counts_all.sum()) if of_all is not None else n + inp.n_none_shown
