@@ -37,9 +37,10 @@ from classify.classifiers.base import ModelOptions
 from classify.core.goldfile import load_task
 from classify.core.records import read_rows, write_rows
 from classify.evaluation.holdout import split_first, split_gold
-from classify.labeling.corpus import corpus_stats, correction_for
 from classify.labeling.pipeline import label_file
-from classify.labeling.quantify import METHODS, tv
+from classify.report.correction import correction_for
+from classify.report.quantify import METHODS, tv
+from classify.report.stats import corpus_stats
 
 
 def shares(labels: list[str | None], cats: list[str]) -> np.ndarray:

@@ -1,11 +1,13 @@
 import json
+import re
 
 import pytest
 from conftest import ROOT, write_jsonl
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.labeling.corpus import category_names, corpus_stats, share_ci
+from classify.report.html import category_names
+from classify.report.stats import corpus_stats, share_ci
 
 
 def test_wilson_interval():
@@ -139,8 +141,33 @@ def test_report_corrects_shares_and_compares_with_the_study(labeled):
         ("root_cause_group", "runtime_environment"),
     ]
     assert ref[0]["share"] == pytest.approx(0.2733)
-    assert all(isinstance(x["inside"], bool) for x in ref)
-    assert "27.33%" in r.output and "published shares" in r.output
+    # like with like: the study's root-cause groups are shares of all its reports; these labels force a
+    # cause on every report, so the two are said not to be comparable rather than compared
+    assert [x["same_denominator"] for x in ref] == [True, True, True, False, False]
+    assert [x["verdict"] for x in ref[3:]] == ["not comparable: different denominators"] * 2
+    for x in ref[:3]:  # the difference with its interval (ours and the study's n=300 sampling error)
+        assert x["difference_lo"] < x["difference"] < x["difference_hi"]
+        assert x["difference_hi"] - x["difference_lo"] > x["hi"] - x["lo"]
+        assert x["verdict"] in (
+            "ours higher",
+            "ours lower",
+            "cannot tell: intervals too wide",
+            "no difference beyond 10 points",
+        )
+        if x["verdict"].startswith("no difference"):
+            assert -0.1 <= x["difference_lo"] and x["difference_hi"] <= 0.1
+    assert "inside" not in ref[0] and doc["reference"]["summary"].endswith(".")
+    assert "27.33%" in r.output and "published shares" in r.output and "what it tells" in r.output
+    # plain words on the page; technical names only in tooltips and in the Methods paragraph
+    page = (rep / "report.html").read_text()
+    methods = re.search(r'<p class="methods">(.*?)</p>', page, re.S).group(1)
+    assert "bootstrap" in methods and "assume" in methods and "shifted away from gold" in methods
+    text = re.sub(
+        r'title="[^"]*"|<style>.*?</style>|data:image/png;base64,[^"]*', "", page.replace(methods, ""), flags=re.S
+    )
+    for jargon in ("EMQ", "PCC", "PACC", "total variation", "QuaPy", "TV"):
+        assert jargon not in text, jargon
+    assert "percentage points" in text and "TV pts" not in r.output
 
 
 def test_method_chosen_by_the_user_is_applied_and_said(labeled):
@@ -154,7 +181,7 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         assert c["error"] == pytest.approx(c["errors"]["ACC"])
         warned = any(x.startswith(f"{name}: ACC (--method) erred more") for x in doc["caveats"])
         assert warned == (c["error"] > c["naive_error"])
-    assert "ACC (--method)" in r.output
+    assert "(ACC, --method)" in r.output
     # a forced method that erred more than counting on shifted gold is said so (and only then)
     r2, rep2 = _report(d, inp, labels, "--method", "EMQ")
     assert r2.exit_code == 0, r2.output
@@ -163,7 +190,7 @@ def test_method_chosen_by_the_user_is_applied_and_said(labeled):
         c = doc2["dimensions"][name]["correction"]
         warned = any(x.startswith(f"{name}: EMQ (--method) erred more than counting") for x in doc2["caveats"])
         assert warned == (c["error"] > c["naive_error"])
-    assert "chosen by the user" in (rep / "report.html").read_text()
+    assert "as the user asked (--method)" in (rep / "report.html").read_text()
     for bad, msg in ((["--method", "XYZ"], "unknown --method"), (["--method", "PCC", "--no-correct"], "--no-correct")):
         r, rep = _report(d, inp, labels, *bad)
         assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
@@ -192,7 +219,7 @@ def test_human_coded_rows_are_counted_as_coded(labeled, tmp_path):
     rows = [json.loads(x) for x in labels.read_text().splitlines()]
     fr = [r for r in rows if r.get("screening") == "failure_report"]
     for r in fr[:5]:  # five reports a person coded "hang" (no model would say so for these)
-        r["symptom"], r["symptom_status"] = "hang", "human"
+        r["symptom"], r["symptom_status"] = "hang", "coded"
     lab2 = write_jsonl(tmp_path / "labels.jsonl", rows)
     r, rep = _report(tmp_path, inp, lab2)
     assert r.exit_code == 0, r.output
@@ -296,17 +323,17 @@ def test_routed_labels_say_what_is_auto_review_and_coded(tmp_path, taxonomy):
     assert st["dimensions"]["root_cause_group"]["status"] == rc["status"]
     # review rows count with their suggestion (as the corrected path does with their probabilities)
     assert sym["overall"]["shares"]["hang"]["k"] == 3 and rc["overall"]["shares"]["compiler_defect"]["k"] == 8
-    assert any("unreviewed" in c and "root_cause" in c for c in st["caveats"])
-    assert sym["by_library"]["DeepGEMM"]["too_few"] is True
+    assert any("not yet checked by a person" in c and "root_cause" in c for c in st["caveats"])
+    assert sym["by_library"]["DeepGEMM"]["counts_only"] is True and sym["by_library"]["DeepGEMM"]["n"] == 1
     labels = write_jsonl(tmp_path / "r.jsonl", rows)
     r = CliRunner().invoke(app, ["report", str(labels), "--no-correct", "--out-dir", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "3 await review" in page and "8 await review" in page
-    assert "unreviewed suggestions" in page
+    assert "which no person has checked yet" in page and "unreviewed suggestions" not in page
     # root causes: all suggestions, shown as such; no empty examples block
     assert "suggestion, awaiting review" in page
-    assert "n/a" in page and "too few reports" in page
+    assert 'class="bylib"' in page and "n = 1" in page
 
 
 def test_report_without_examples_has_no_empty_heading(tmp_path):
@@ -318,7 +345,7 @@ def test_report_without_examples_has_no_empty_heading(tmp_path):
 
 
 def test_figures_cover_counts_and_intervals_and_titles_fit(tmp_path, taxonomy):
-    from classify.labeling import report_html
+    from classify.report import html as report_html
 
     rows = [
         {"id": f"triton-{i}", "symptom": "crash" if i < 13 else "hang", "root_cause": "software_incompatibility"}

@@ -9,7 +9,7 @@ import pytest
 
 from classify.classifiers.base import ModelOptions, make_classifier
 from classify.evaluation.profile import gold_profile
-from classify.labeling import quantify as qf
+from classify.report import quantify as qf
 
 SPEC = "tfidf-logreg"
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.taxonomy import load_taxonomy
-from classify.labeling.corpus import category_names
+from classify.report.html import category_names
 
 pytestmark = pytest.mark.skipif(os.environ.get("CLASSIFY_SKIP_BROWSER") == "1", reason="CLASSIFY_SKIP_BROWSER=1")
 EVIL = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
@@ -80,15 +80,30 @@ def test_report_in_a_browser(driver, tmp_path, shared_cache):
     # every details block open, so example links are in the layout
     driver.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
     links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a[href]")]
-    assert links and all(h.startswith("https://github.com/") for h in links)
+    here = driver.current_url.split("#")[0]
+    assert links and all(h.startswith("https://github.com/") or h.startswith(here + "#") for h in links)
     text = driver.find_element(By.TAG_NAME, "body").text
     names = category_names(load_taxonomy())
     for dim in ("symptom", "root_cause", "root_cause_group"):
         for cid, name in names[dim].items():
             if cid != "none_shown":
                 assert name in text, f"{dim} category {name} missing"
-    for needle in ("Published shares beside ours", "27.33%", "Screened out", "tfidf-logreg", "gpu-kernel-issues@1"):
+    for needle in ("Published shares beside ours", "27.3%", "Screened out", "tfidf-logreg", "gpu-kernel-issues@1"):
         assert needle in text
+    # screened counts, like-for-like comparison in words, counts per library, a Methods paragraph
+    for needle in ("screened out as not failure reports", "What this comparison can tell", "what it tells", "Methods"):
+        assert needle in text, needle
+    methods = driver.find_element(By.CSS_SELECTOR, "p.methods").text  # technical names belong there
+    assert "95%" in methods and "assume" in methods
+    plain = text.replace(methods, "")
+    assert "inside?" not in plain and "EMQ" not in plain and "TV" not in plain.split()
+    bylib = driver.find_element(By.CSS_SELECTOR, "table.bylib").text
+    assert "n = " in bylib
+    # the 15-column cross table fits its box (no horizontal scrolling inside the page)
+    assert driver.execute_script(
+        "const t = document.querySelector('table.crosstab');"
+        "return t.getBoundingClientRect().right <= t.parentElement.getBoundingClientRect().right + 1"
+    )
     # figures have real titles (not file names) and are not cut off
     for img in driver.find_elements(By.CSS_SELECTOR, "figure img"):
         assert not img.get_attribute("alt").endswith(".png")

@@ -264,13 +264,13 @@ def eval_cmd(
     checked = model if model is not None or compare is not None else DEFAULT_MODEL
     options = model_options(encoder, no_discussion, opt, seed=seed, batch_size=batch_size, llm=llm, model=checked)
     if compare is not None and not (encoder or no_discussion or opt or llm.given()):
-        from classify.evaluation.compare import load_run_metrics, options_of_run
+        from classify.evaluation.compare import load_run
 
         # No option given: the compared run's own (its spec too when --model is not given), so the
         # change comes from the gold labels; --batch-size only sets speed and is kept.
-        prev = load_run_metrics(compare)["meta"]
-        if model is None or model == prev.get("model"):
-            options = replace(options_of_run(prev, seed)[0], batch_size=batch_size)
+        prev = load_run(compare)
+        if model is None or model == prev.meta.get("model"):
+            options = replace(prev.options(seed)[0], batch_size=batch_size)
     gold, test = with_label_columns(gold, test, label_column)
     common = dict(taxonomy=taxonomy, gold=gold, task=task, test=test, seed=seed, limit=limit, options=options)
     if llm.dry_run:
@@ -329,16 +329,23 @@ def leaderboard_cmd(
     ] = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", "-o", help="Also write the table as markdown here (e.g. evals/leaderboard.md)."),
+        typer.Option("--out", "-o", help="Also write the table as markdown to this file."),
     ] = None,
+    write: Annotated[
+        bool,
+        typer.Option("--write", help="Rewrite the committed table, evals/leaderboard.md, from these runs."),
+    ] = False,
     all_runs: Annotated[
         bool, typer.Option("--all", help="Every run, not only the newest per model and options.")
     ] = False,
 ) -> None:
     """One table of evaluation runs: kappa [95% CI] per dimension, kappa on the 50% / 70% most confident, time."""
     from classify.core.records import atomic_write_text
-    from classify.evaluation.leaderboard import collect, render_markdown, rows
+    from classify.evaluation.leaderboard import collect, column_widths, fit_columns, render_markdown, rows
 
+    committed = paths.EVALS_DIR / "leaderboard.md"
+    if out is not None and out.resolve() == committed.resolve():
+        fail(f"--out {out}: that is the committed table; pass --write to rewrite it")
     try:
         entries = collect(list(runs) if runs else paths.leaderboard_dirs(), latest_only=not all_runs)
     except (FileNotFoundError, ValueError) as e:
@@ -346,15 +353,21 @@ def leaderboard_cmd(
     if not entries:
         fail("no evaluation runs found; run `classify eval` first")
     header, body = rows(entries)
+    cols, dropped = fit_columns(header, body, console.width)
+    widths = column_widths(header, body)
     t = Table(title="Leaderboard (cross-validated on gold unless the run says otherwise)")
-    for col in header:
-        t.add_column(col)
+    for i in cols:  # full model names, folded; figures never cut
+        t.add_column(header[i], overflow="fold", min_width=widths[i], max_width=None if i == 0 else widths[i])
     for r in body:
-        t.add_row(*r)
+        t.add_row(*(r[i] for i in cols))
     console.print(t)
-    if out:
-        atomic_write_text(out, render_markdown(entries))
-        console.print(f"wrote {out}")
+    if dropped:
+        console.print(
+            f"(left out to fit {console.width} columns: {', '.join(dropped)}; a wider terminal or --out FILE shows them)"
+        )
+    for path in [p for p in (out, committed if write else None) if p is not None]:
+        atomic_write_text(path, render_markdown(entries))
+        console.print(f"wrote {path}")
 
 
 def learning_curve_cmd(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -109,8 +109,6 @@ def run_cmd(
     llm: LLMFlags,
 ) -> None:
     """Train on gold and label every record of --input, with provenance on each row. Resumable."""
-    from tqdm import tqdm
-
     from classify.classifiers.base import ModelOptions
     from classify.labeling.pipeline import Progress, estimate_labeling, label_file
     from classify.labeling.resumable import DEFAULT_KEEP
@@ -142,9 +140,10 @@ def run_cmd(
         ):
             console.print(text)
         return
-    # delay: no empty bars above the training messages; totals arrive once the input is read
-    enc_bar = tqdm(total=None, desc="encoding", unit="rec", file=sys.stderr, delay=1)
-    bar = tqdm(total=None, desc="labeling", unit="rec", file=sys.stderr, delay=1)
+    # Each bar starts when its phase does (training the fold models comes first and takes its own time),
+    # so its clock and rate are that phase's; cached embeddings are read, not encoded, and the bar says so.
+    enc_bar = PhaseBar("embeddings (encoded, or read from the cache)")
+    bar = PhaseBar("labeling")
 
     def set_total(n: int) -> None:
         enc_bar.total = bar.total = n
@@ -210,6 +209,8 @@ def run_cmd(
         n = sum(counts.values())
         r = routing.get(d) or {}
         line = f"{d}: auto {counts['auto']}/{n} ({counts['auto'] / n:.0%})"
+        if r.get("threshold") is not None:
+            line += f" at confidence >= {r['threshold']:.3f} (which made {r['gold_coverage']:.0%} of gold auto)"
         if counts["none_shown"]:
             line += f", none shown {counts['none_shown']} ({counts['none_shown'] / n:.0%})"
         line += f", review {counts['review']} ({counts['review'] / n:.0%})"
@@ -236,6 +237,26 @@ def run_cmd(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+class PhaseBar:
+    """A progress bar that appears, and starts its clock, at its phase's first update."""
+
+    def __init__(self, desc: str) -> None:
+        self.desc = desc
+        self.total: int | None = None
+        self.bar: Any = None
+
+    def update(self, n: int) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=self.total, desc=self.desc, unit="rec", file=sys.stderr, delay=1)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _print_stats(st) -> None:

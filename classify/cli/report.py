@@ -58,7 +58,7 @@ def report_cmd(
     """Shares of symptoms and root causes (and groups), corrected for the model's errors on gold,
     beside the counts, per library and overall; report.html for reading and citing."""
     from classify.core.taxonomy import load_taxonomy
-    from classify.labeling.corpus import write_corpus_report
+    from classify.report import write_corpus_report
 
     tax = load_taxonomy(taxonomy)
     out = out_dir or labels.with_name(labels.stem + ".report")
@@ -74,24 +74,48 @@ def report_cmd(
         seed=seed,
         method=method,
     )
+    from classify.report.methods import plain_method
+    from classify.report.stats import WEAK_KAPPA
+
     for w in stats.get("warnings") or []:
         err.print(f"warning: {w}", markup=False, highlight=False)
-    console.print(
-        f"{stats['n_rows']} rows, {stats['n_failure_reports']} failure reports, "
-        f"{stats['n_screened_out']} screened out; libraries: {stats['libraries']}"
+    if not stats.get("screened", True):
+        err.print(
+            "warning: these labels were not screened: every thread counts as a failure report, though questions "
+            "and requests may be among them (label with `classify run --screen`)",
+            markup=False,
+            highlight=False,
+        )
+    for d, k in (stats.get("weak_model") or {}).items():
+        err.print(
+            f"warning: {d}: the model's kappa on gold is {k:.2f} (under {WEAK_KAPPA}: it barely beats chance); "
+            "its corrected shares say little",
+            markup=False,
+            highlight=False,
+        )
+    ref = stats.get("reference")
+    if ref and ref.get("warning"):
+        err.print(f"warning: {ref['warning']}", markup=False, highlight=False)
+    screened = (
+        f"{stats['n_failure_reports']} failure reports, {stats['n_screened_out']} screened out"
+        + (f" ({stats['n_screened_out_review']} awaiting review)" if stats.get("n_screened_out_review") else "")
+        if stats.get("screened", True)
+        else "not screened"
     )
+    console.print(f"{stats['n_rows']} rows, {screened}; libraries: {stats['libraries']}")
     for name, d in stats["dimensions"].items():
         c = d["correction"]
         on = " on groups" if c.get("measured_on") == "groups" else ""
         how = (
-            f"{c['method']}{' (--method)' if c.get('chosen_by') == 'user' else ''} (error {100 * c['error']:.1f} pts TV{on} "
-            f"on shifted gold; counting {100 * c['naive_error']:.1f})"
+            f"corrected: {plain_method(c['method'])} ({c['method']}{', --method' if c.get('chosen_by') == 'user' else ''}); "
+            f"on shifted gold it missed the true shares by {100 * c['error']:.1f} percentage points{on} on average, "
+            f"counting labels by {100 * c['naive_error']:.1f}"
             if c["method"] != "none"
-            else "counts"
+            else "counts of labels"
         )
         st = d.get("status") or {}
         if st.get("review"):
-            how += f"; {st['review']} await review (their unreviewed suggestions count)"
+            how += f"; {st['review']} await review (counted with the model's suggestion, not yet checked by people)"
         t = Table(title=f"{name}: {how}; n={d['overall']['n']}")
         for col in ("category", "count", "count share", "estimate", "95% interval"):
             t.add_column(col)
@@ -103,20 +127,24 @@ def report_cmd(
                 cat, str(sh["k"]), _pct(sh["naive"]), _pct(sh["estimate"]), f"{_pct(sh['lo'])} - {_pct(sh['hi'])}"
             )
         console.print(t)
-    ref = stats.get("reference")
     if ref:
         t = Table(title=f"published shares ({ref['source'] or ref['path']})")
-        for col in ("dimension", "category", "published", "ours", "95% interval", "difference", "inside"):
+        for col in ("dimension", "category", "published", "ours [95%]", "difference [95%]", "what it tells"):
             t.add_column(col)
         for r in ref["rows"]:
+            diff = "n/a"
+            if r["difference"] is not None:
+                diff = f"{100 * r['difference']:+.1f} pts"
+                if r["difference_lo"] is not None:
+                    diff += f" [{100 * r['difference_lo']:+.1f}, {100 * r['difference_hi']:+.1f}]"
             t.add_row(
                 r["dimension"],
                 r["category"],
                 _pct(r["share"]),
-                _pct(r["estimate"]),
-                f"{_pct(r['lo'])} - {_pct(r['hi'])}",
-                "n/a" if r["difference"] is None else f"{100 * r['difference']:+.1f} pts",
-                "n/a" if r["inside"] is None else ("yes" if r["inside"] else "no"),
+                f"{_pct(r['estimate'])} [{_pct(r['lo'])} - {_pct(r['hi'])}]",
+                diff,
+                r["verdict"],
             )
         console.print(t)
+        console.print(ref["summary"])
     console.print(f"report: {out}/report.html")

@@ -10,63 +10,26 @@ interval over the items both runs evaluated (metrics.paired_delta_ci).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
-from classify.classifiers.base import ModelOptions
 from classify.core.errors import ClassifyError
-from classify.core.records import read_rows
 from classify.core.taxonomy import Taxonomy
-from classify.core.textio import read_text
 from classify.evaluation.metrics import INVALID, paired_delta_ci
+from classify.evaluation.runfolder import RunFolder, read_run
 
 
 class CompareError(ClassifyError, ValueError):
     pass
 
 
-def load_run_metrics(run_dir: str | Path) -> dict[str, Any]:
-    run_dir = Path(run_dir)
-    f = run_dir / "metrics.json" if run_dir.is_dir() else run_dir
-    if not f.exists():
-        raise CompareError(f"{run_dir}: no metrics.json (give an evals/<run> folder)")
-    try:
-        doc = json.loads(read_text(f, CompareError))
-    except json.JSONDecodeError as e:
-        raise CompareError(f"{f}: not JSON: {e}") from e
-    if "dimensions" not in doc or "meta" not in doc:
-        raise CompareError(f"{f}: not an eval metrics file (needs meta and dimensions)")
-    return doc
+def load_run(run_dir: str | Path) -> RunFolder:
+    """The earlier run `--compare` names (its errors are CompareError)."""
+    return read_run(run_dir, error=CompareError)
 
 
-def options_of_run(meta: dict[str, Any], seed: int | None = None) -> tuple[ModelOptions, bool]:
-    """The ModelOptions a run was made with (encoder, text fields, --opt values and LLM settings, its
-    seed), and whether it recorded them (older runs did not: defaults then)."""
-    o = meta.get("options")
-    run_seed = (meta.get("params") or {}).get("seed")
-    seed = run_seed if isinstance(run_seed, int) else (seed or 0)
-    if not isinstance(o, dict):
-        return ModelOptions(seed=seed), False
-    return (
-        ModelOptions(
-            encoder=o.get("encoder"),
-            include_discussion=o.get("include_discussion", True) is not False,
-            extra=dict(o.get("extra") or {}),
-            seed=seed,
-        ),
-        True,
-    )
-
-
-def _predictions(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The earlier run's predictions.jsonl rows ([] if it has none); malformed lines are an error."""
-    pf = Path(run_dir) / "predictions.jsonl"
-    return [r for r in read_rows(pf) if r.get("id") is not None] if pf.exists() else []
-
-
-def _gold_labels(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    return {str(r["id"]): {k[5:]: v for k, v in r.items() if k.startswith("gold_")} for r in _predictions(run_dir)}
+def _gold_labels(run: RunFolder) -> dict[str, dict[str, Any]]:
+    return {str(r["id"]): {k[5:]: v for k, v in r.items() if k.startswith("gold_")} for r in run.predictions()}
 
 
 def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[int] | None, str]:
@@ -75,11 +38,14 @@ def previous_folds(run_dir: str | Path, ids: list[str], k: int) -> tuple[list[in
     Ids the earlier run did not evaluate get a fold from a hash of the id. None (and why) when the
     earlier run was not a k-fold cross-validation.
     """
-    old = load_run_metrics(run_dir)["meta"]
+    run = load_run(run_dir)
+    old = run.meta
     if old.get("mode") != "cv" or (old.get("params") or {}).get("k") != k:
         return None, f"new folds: the earlier run is not a {k}-fold cross-validation"
     prev = {
-        str(r["id"]): r["fold"] for r in _predictions(run_dir) if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k
+        str(r["id"]): r["fold"]
+        for r in run.predictions(error=CompareError)
+        if isinstance(r.get("fold"), int) and 0 <= r["fold"] < k
     }
     if not prev:
         return None, "new folds: the earlier run has no per-record folds"
@@ -142,13 +108,13 @@ def compare_metrics(
     paired change on the items both runs evaluated (`paired`: n, delta, lo, hi) and counts gold
     changes that took the earlier run's prediction; `taxonomy` maps categories to groups for that.
     """
-    old = load_run_metrics(run_dir)
-    om = old["meta"]
-    old_rows = {str(r["id"]): r for r in _predictions(run_dir)}
+    old = load_run(run_dir)
+    om = old.meta
+    old_rows = {str(r["id"]): r for r in old.predictions(error=CompareError)}
     new_rows = {str(r["id"]): r for r in new_predictions} if new_predictions is not None else None
     dims = {}
     for name, rep in new["dimensions"].items():
-        o = old["dimensions"].get(name)
+        o = old.dimensions.get(name)
         k = rep["kappa"]
         row: dict[str, Any] = {"kappa": k["kappa"], "lo": k["lo"], "hi": k["hi"], "n": rep["n"]}
         if o is not None:
@@ -192,7 +158,7 @@ def compare_metrics(
     if "options" in new_meta:
         out["same_options"] = (om.get("options") or None) == new_meta["options"]
     if new_gold is not None:
-        prev = _gold_labels(run_dir)
+        prev = _gold_labels(old)
         shared = set(prev) & set(new_gold)
         changed: dict[str, int] = {}
         to_model: dict[str, int] = {}

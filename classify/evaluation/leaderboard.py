@@ -9,10 +9,11 @@ included, so fine-tuned models pay for their training here).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from classify.evaluation.runfolder import METRICS, RunFolder, RunFolderError, read_run, run_folders
 
 
 @dataclass
@@ -58,26 +59,29 @@ def run_label(meta: dict[str, Any]) -> str:
     return label
 
 
-def read_run(folder: Path) -> Entry:
-    doc = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-    meta = doc.get("meta", {})
+def entry_of(run: RunFolder) -> Entry:
+    meta = run.meta
     e = Entry(
         label=run_label(meta),
-        run=folder.name,
+        run=run.name,
         created_at=str(meta.get("created_at", "")),
         mode=str(meta.get("mode", "")),
         seconds_per_1000=meta.get("seconds_per_1000"),
         gold_hash=meta.get("gold_hash"),
     )
-    for name, rep in (doc.get("dimensions") or {}).items():
-        e.kappa[name] = rep["kappa"]
-        e.selective[name] = {
-            int(r["coverage"]): None if r.get("kappa") is None else float(r["kappa"]) for r in rep.get("selective", [])
-        }
-    for name, rep in (doc.get("selective_labeling") or {}).items():
-        c = rep.get("coverage", {}).get("0.87")
-        if c is not None:
-            e.coverage[name] = c
+    try:
+        for name, rep in run.dimensions.items():
+            e.kappa[name] = rep["kappa"]
+            e.selective[name] = {
+                int(r["coverage"]): None if r.get("kappa") is None else float(r["kappa"])
+                for r in rep.get("selective", [])
+            }
+        for name, rep in (run.doc.get("selective_labeling") or {}).items():
+            c = rep.get("coverage", {}).get("0.87")
+            if c is not None:
+                e.coverage[name] = c
+    except (KeyError, TypeError, ValueError, AttributeError) as ex:
+        raise RunFolderError(f"{run.path / METRICS}: unreadable ({ex!r})") from None
     return e
 
 
@@ -85,20 +89,13 @@ def collect(paths: list[Path], latest_only: bool = True) -> list[Entry]:
     """Runs found in `paths` (run folders, or folders holding run folders); newest per label."""
     folders: list[Path] = []
     for p in paths:
-        if (p / "metrics.json").exists():
+        if (p / METRICS).exists():
             folders.append(p)
         elif p.is_dir():
-            # A run is complete once its report.md exists (written last, and the folder itself appears
-            # only by a rename when everything is written); half-written or hidden folders are skipped.
-            folders.extend(sorted(q.parent for q in p.glob("*/metrics.json") if (q.parent / "report.md").exists()))
+            folders.extend(run_folders(p))
         else:
-            raise FileNotFoundError(f"{p}: no metrics.json here or in its subfolders")
-    entries = []
-    for f in folders:
-        try:
-            entries.append(read_run(f))
-        except (json.JSONDecodeError, KeyError) as ex:
-            raise ValueError(f"{f}/metrics.json: unreadable ({ex})") from ex
+            raise FileNotFoundError(f"{p}: no {METRICS} here or in its subfolders")
+    entries = [entry_of(read_run(f)) for f in folders]
     if latest_only:
         newest: dict[str, Entry] = {}
         for e in entries:
@@ -177,7 +174,7 @@ NOTE = (
     'root cause over all reports, "no cause shown" included). `s / 1000 rec`: the evaluation\'s wall time per 1,000 '
     "evaluated records (encoding, training every fold, predicting; 2 shared CPU cores, so noisy). n/a: undefined "
     "(one gold class, or no confidence to rank by), not zero. "
-    "Regenerate with `classify leaderboard --out evals/leaderboard.md`."
+    "Regenerate with `classify leaderboard --write`."
 )
 
 
@@ -195,3 +192,36 @@ def render_markdown(entries: list[Entry], title: str = "Leaderboard", note: str 
         lines.append("| " + " | ".join(r) + " |")
     lines += ["", "Runs: " + ", ".join(f"`{e.run}`" for e in entries), ""]
     return "\n".join(lines)
+
+
+# Columns a narrow terminal drops first (the table keeps the model and each dimension's kappa).
+DROP_ORDER = ("@50% / @70%", "s / 1000 rec", "auto share at kappa 0.87")
+MODEL_MIN = 30  # the model column folds longer names onto several lines
+
+
+def column_widths(header: list[str], body: list[list[str]]) -> list[int]:
+    """Per column, the width it needs: the widest cell (headers wrap at spaces, so their longest word);
+    the model column at most MODEL_MIN (longer names fold)."""
+    out = []
+    for i, h in enumerate(header):
+        w = max([max(len(x) for x in h.split())] + [len(r[i]) for r in body])
+        out.append(min(w, MODEL_MIN) if i == 0 else w)
+    return out
+
+
+def fit_columns(header: list[str], body: list[list[str]], width: int) -> tuple[list[int], list[str]]:
+    """Which columns (indices) fit a terminal of `width` characters, and the names of those dropped."""
+    widths = column_widths(header, body)
+    cols = list(range(len(header)))
+    dropped: list[str] = []
+
+    def need() -> int:
+        return 1 + sum(widths[i] + 3 for i in cols)
+
+    for part in DROP_ORDER:
+        for i in [i for i in cols if part in header[i]]:
+            if need() <= width:
+                return cols, dropped
+            cols.remove(i)
+            dropped.append(header[i])
+    return cols, dropped

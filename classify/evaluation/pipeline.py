@@ -21,7 +21,7 @@ from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.progress import Progress
 from classify.evaluation.bygroup import check_group_args, evaluate_groups
-from classify.evaluation.compare import compare_metrics, load_run_metrics, options_of_run, previous_folds
+from classify.evaluation.compare import compare_metrics, load_run, previous_folds
 from classify.evaluation.crossval import (
     EvalResult,
     cross_validate,
@@ -35,6 +35,7 @@ from classify.evaluation.leaks import train_test_leaks
 from classify.evaluation.metrics import Score, compute_metrics
 from classify.evaluation.profile import derived_gold, profile_from_result, profile_key, store_profile
 from classify.evaluation.report import write_eval
+from classify.evaluation.runfolder import RunFolder
 from classify.evaluation.testoverlap import resolve_test_overlap
 
 DEFAULT_MODEL = "embed-logreg"
@@ -123,8 +124,8 @@ def run_eval(
     if out_dir is PROJECT_EVALS:
         out_dir = paths.evals_dir()
     if compare is not None:
-        prev_meta = load_run_metrics(compare)["meta"]  # fail before spending minutes on the evaluation
-        model, options = _model_of_compared_run(model, options, prev_meta, compare, seed, say)
+        prev_run = load_run(compare)  # fail before spending minutes on the evaluation
+        model, options = _model_of_compared_run(model, options, prev_run, compare, seed, say)
     model = model or DEFAULT_MODEL
     options = options or ModelOptions(seed=seed)
     tax, g = load_task(task, taxonomy, gold)
@@ -238,20 +239,21 @@ def run_eval(
 def _model_of_compared_run(
     model: str | None,
     options: ModelOptions | None,
-    prev: dict[str, Any],
+    prev_run: RunFolder,
     compare: str | Path,
     seed: int,
     say: Callable[[str], None],
 ) -> tuple[str | None, ModelOptions | None]:
     """With --compare: the earlier run's spec and options where none are given; a warning where the
     given ones differ (the change then mixes the model and the labels)."""
+    prev = prev_run.meta
     prev_model = prev.get("model")
     if not isinstance(prev_model, str) or not prev_model:
         if model is None:
             raise UsageError(f"--compare {compare}: the run records no model; give --model")
         return model, options
     label = prev.get("label") or run_label(prev)
-    prev_options, recorded = options_of_run(prev, seed)
+    prev_options, recorded = prev_run.options(seed)
     model = model or prev_model
     if model == prev_model and options is None:
         options = prev_options

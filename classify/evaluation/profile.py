@@ -42,16 +42,6 @@ log = logging.getLogger("classify")
 FORMAT = 1  # bump when the cached content changes meaning
 
 
-def options_from_meta(meta: dict[str, Any], seed: int = 0) -> ModelOptions:
-    """The ModelOptions a labels file's `run_options` (ModelOptions.run_meta) describe."""
-    return ModelOptions(
-        encoder=meta.get("encoder"),
-        include_discussion=bool(meta.get("include_discussion", True)),
-        seed=seed,
-        extra=dict(meta.get("extra") or {}),
-    )
-
-
 def group_dim(dim: str) -> str:
     return f"{dim}_group"
 

@@ -13,6 +13,7 @@ from classify.core.records import atomic_write_text, write_rows
 from classify.evaluation.bygroup import group_column, render_by_group
 from classify.evaluation.crossval import EvalResult, prediction_rows
 from classify.evaluation.metrics import SMALL_N
+from classify.evaluation.runfolder import METRICS, PREDICTIONS, REPORT
 from classify.evaluation.testoverlap import render_test_overlap
 
 # Under every table that may show n/a: what it means there.
@@ -127,13 +128,13 @@ def write_eval(res: EvalResult, metrics: dict[str, Any], out_root: Path, extra_m
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        atomic_write_text(tmp / "metrics.json", json.dumps(doc, indent=2, default=str) + "\n")
+        atomic_write_text(tmp / METRICS, json.dumps(doc, indent=2, default=str) + "\n")
         rows = prediction_rows(res)
         if res.params.get("by"):
             rows = group_column(res, rows, res.params["by"])
-        write_rows(tmp / "predictions.jsonl", rows)
+        write_rows(tmp / PREDICTIONS, rows)
         pngs = draw_plots(metrics, tmp)
-        atomic_write_text(tmp / "report.md", render_markdown(doc, pngs))
+        atomic_write_text(tmp / REPORT, render_markdown(doc, pngs))
         tmp.replace(out)  # onto the empty folder unique_dir reserved
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

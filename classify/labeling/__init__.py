@@ -1,8 +1,11 @@
 """Labeling: bulk-label files with provenance, resumably, and count the corpus.
 
 resumable  label records chunk by chunk with a checkpoint; an interrupted run continues
+routing    auto / review / none_shown by a target kappa (`run --target-kappa`)
 pipeline   `label_file`: what `classify run` does, for Python users
-corpus     shares of categories over a labels file, per library (`classify report`)
+merge      a routed run plus people's codes (`classify merge`)
+
+The labels row these write is `classify.core.labelrow`'s; the corpus report is `classify.report`.
 """
 
 from __future__ import annotations

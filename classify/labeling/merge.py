@@ -23,14 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classify.core import paths
+from classify.core import labelrow, paths
 from classify.core.errors import ClassifyError
+from classify.core.labelrow import Status
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import RecordsError, read_rows, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 from classify.labeling.routing import routable_dimensions
 
-CODED = "coded"
+CODED = Status.CODED.value
 log = logging.getLogger("classify")
 
 
@@ -122,21 +123,10 @@ def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
     origin: dict[str, Path] = {}
     for p in paths:
         for row in _read(p):
-            rid = str(row["id"])
-            for d in tax.dimension_ids:
-                if d in row:
-                    problem = tax.validate_label(d, row[d])
-                    if problem:
-                        allowed = ", ".join(tax.dimensions[d].ids)
-                        raise MergeError(f"{p}: id {rid}: {problem} (allowed: {allowed}, or null for no label)")
-                gd = f"{d}_group"
-                groups = tax.dimensions[d].groups
-                if gd in row and row[gd] is not None:
-                    if not groups or not isinstance(row[gd], str) or row[gd] not in groups:
-                        allowed = ", ".join(groups) or f"none: {d} has no groups"
-                        raise MergeError(f"{p}: id {rid}: unknown {gd} {row[gd]!r} (allowed: {allowed}, or null)")
-                    if d in row and row[d] is not None and tax.dimensions[d].group_of(row[d]) != row[gd]:
-                        raise MergeError(f"{p}: id {rid}: {gd} {row[gd]!r} is not the group of {d} {row[d]!r}")
+            rid = labelrow.row_id(row)
+            if rid is None:
+                raise MergeError(f"{p}: a row without a usable id: {str(row)[:120]}")
+            labelrow.check_labels(row, tax, f"{p}: id {rid}", error=MergeError, groups_follow=True)
             if rid in coded:
                 a, b = coded[rid], row
                 clash = [d for d in tax.dimension_ids if d in a and d in b and a[d] != b[d]]
@@ -175,9 +165,8 @@ def merge_coded(
         raise MergeError(
             f"{labels}: labeled with taxonomy {', '.join(other)}, but the codes are checked against {tax.label}"
         )
-    by_id = {str(r.get("id")): r for r in rows}
-    if len(by_id) != len(rows):
-        raise MergeError(f"{labels}: duplicate ids")
+    labelrow.check_ids(rows, labels, error=MergeError)
+    by_id = {str(r["id"]): r for r in rows}
     codes = _coded_rows(coded_paths, tax)
     unknown = sorted(set(codes) - set(by_id))
     if unknown:
@@ -193,35 +182,28 @@ def merge_coded(
             if d in coded_groups:
                 continue
             if code is not None and d in code and d not in tax.dimensions:  # a group coded on its own
-                row[d] = code[d]
-                row[f"{d}_status"] = CODED
-                row[f"{d}_coded_by"] = _coders_of(code)
-                row[f"{d}_by"] = f"coders {_coders_of(code)}"
+                row.update(labelrow.coded_fields(d, code[d], _coders_of(code)))
                 counts[d][CODED] += 1
                 continue
             if code is not None and d in code and d in tax.dimensions:
-                row[d] = code[d]
-                row[f"{d}_status"] = CODED
-                row[f"{d}_coded_by"] = _coders_of(code)
-                row[f"{d}_by"] = f"coders {_coders_of(code)}"
+                row.update(labelrow.coded_fields(d, code[d], _coders_of(code)))
                 counts[d][CODED] += 1
                 if tax.dimensions[d].groups:  # the group follows the coded category
                     gd = f"{d}_group"
-                    row[gd] = tax.dimensions[d].group_of(code[d]) if code[d] is not None else None
-                    row[f"{gd}_status"] = CODED
-                    row[f"{gd}_by"] = row[f"{d}_by"]
+                    group = tax.dimensions[d].group_of(code[d]) if code[d] is not None else None
+                    row.update(labelrow.coded_fields(gd, group, _coders_of(code)))
                     coded_groups.add(gd)
                     counts[gd][CODED] += 1
                 continue
-            status = row.get(f"{d}_status")
+            status = labelrow.status(row, d)
             r = routing.get(d) or {}
-            if status in ("auto", "none_shown"):
+            if status in (Status.AUTO, Status.NONE_SHOWN):
                 row[f"{d}_by"] = (
-                    f"model {row.get('model')} ({status} at confidence >= {r.get('threshold')}, "
+                    f"model {row.get('model')} ({status.value} at confidence >= {r.get('threshold')}, "
                     f"target kappa {r.get('target_kappa')})"
                 )
                 counts[d][status] += 1
-            elif status == "review":
+            elif status == Status.REVIEW:
                 row[f"{d}_by"] = None
                 counts[d]["review"] += 1
             elif d in row:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
-from classify.core import paths
+from classify.core import labelrow, paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.paths import refuse_output_over_inputs
@@ -177,11 +177,9 @@ def label_file(
             if routing:
                 prov["routing"] = routing
             if screen_clf is not None:
-                prov["screening_model"] = f"{screen_model} ({s_tax.label}, gold {s_gold.hash})"
-                prov["screening_options"] = screen_clf.options.run_meta()
-                prov["screening_taxonomy"] = (
-                    s_tax.label
-                )  # the screening labels' own taxonomy (review build --labels checks it)
+                prov.update(
+                    labelrow.screening_fields(screen_model, s_tax.label, s_gold.hash, screen_clf.options.run_meta())
+                )
             summary = label_records(
                 clf,
                 records,
@@ -197,7 +195,7 @@ def label_file(
                 dims=routable if routed else dims,
                 keep=keep,
                 signature_parts=part_hashes(sig_parts),
-                screened_status="screened_out" if routed else None,
+                routed=bool(routed),
                 **fields,
             )
             summary.model_stats = clf.stats
@@ -210,8 +208,7 @@ def label_file(
 
 
 # Fields every labels row has of its own: an input column of the same name would be overwritten.
-OWN_FIELDS = {"id", "repo", "model", "taxonomy", "gold_hash", "run_options", "labeled_at", "provenance", "prompt_hash"}
-OWN_FIELDS |= {"routing", "screening", "screening_model", "screening_options", "screening_taxonomy"}
+OWN_FIELDS = labelrow.ROW_FIELDS
 
 
 def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:
@@ -230,15 +227,39 @@ def _router(model: str, gold, options: ModelOptions, targets: dict[str, float], 
     router = make_router(model, gold, options, targets, progress=lambda f, k: say(f"  fold {f}/{k} done"))
     if router.profile.from_cache:
         say("  (cross-validation read from the cache)")
+    for line in threshold_lines(router):
+        say(line)
+    return router
+
+
+def threshold_lines(router: Router) -> list[str]:
+    """This run's thresholds beside `classify eval`'s for the same targets, and why they differ: eval
+    calibrates each fold with a temperature fitted on the other folds (cross-fitted: honest figures for a
+    report), a run with the one temperature fitted on all out-of-fold predictions, the one it applies to
+    new reports (docs/trust.md)."""
+    evals = router.profile.thresholds({d: t.target for d, t in router.thresholds.items()}, cross_fit=True)
+    lines = []
     for d, t in router.thresholds.items():
         if t.threshold is None:
-            say(f"  {d}: no confidence threshold reaches kappa {t.target} on gold: every {d} goes to review")
-        else:
-            say(
-                f"  {d}: confidence >= {t.threshold:.3f} -> auto ({t.coverage:.0%} of gold; their kappa "
-                f"{t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f})"
-            )
-    return router
+            lines.append(f"  {d}: no confidence threshold reaches kappa {t.target} on gold: every {d} goes to review")
+            continue
+        e = evals.get(d)
+        ev = (
+            f"threshold {e.threshold:.3f}, {e.coverage:.0%} of gold"
+            if e is not None and e.threshold is not None
+            else "no threshold"
+        )
+        lines.append(
+            f"  {d}: this run gives a label alone at confidence >= {t.threshold:.3f} ({t.coverage:.0%} of gold would be "
+            f"auto; their kappa {t.kappa:.3f}, 95% lower bound {t.kappa_lo:.3f}); `classify eval`'s figure: {ev}"
+        )
+    if any(t.threshold is not None for t in router.thresholds.values()):
+        lines.append(
+            "  (eval and run differ slightly: eval calibrates each fold with a temperature fitted on the other folds, "
+            "cross-fitted, for honest figures; the run calibrates with the one temperature fitted on all of gold's "
+            "out-of-fold predictions, which it applies to the new reports; docs/trust.md)"
+        )
+    return lines
 
 
 def estimate_labeling(

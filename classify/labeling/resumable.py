@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, Prediction
+from classify.core import labelrow, screening
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
 from classify.core.records import CORE_FIELDS, Record, atomic_write_text, line_problems, read_json_lines, write_rows
 
 DEFAULT_KEEP = ("title", "url")  # input fields copied to every row, so a spot-check needs no join
-ROUTED = ("auto", "review", "none_shown")  # <dim>_status values of a routed run (classify.labeling.routing)
 
 
 class RunError(ClassifyError, RuntimeError):
@@ -130,18 +130,17 @@ def label_fields(preds: dict[str, Prediction]) -> dict[str, Any]:
     row: dict[str, Any] = {}
     for d, p in preds.items():
         row[d] = p.label
-        row[f"{d}_confidence"] = None if p.confidence is None else round(float(p.confidence), 4)
-        if p.proba:
-            # The model's own class probabilities (uncalibrated): the corpus report calibrates them with
-            # the model's gold profile to estimate shares (classify.labeling.quantify).
-            row[f"{d}_proba"] = {c: round(float(v), 4) for c, v in p.proba.items()}
-        if p.rationale:
-            row[f"{d}_rationale"] = p.rationale
-        if p.status != "ok":
-            row[f"{d}_status"] = p.status
-            row[f"{d}_raw"] = p.raw
-        for k, v in p.extra.items():
-            row[f"{d}_{k}"] = v
+        row.update(
+            labelrow.answer_fields(
+                d,
+                confidence=p.confidence,
+                proba=p.proba,
+                rationale=p.rationale,
+                invalid=p.status != "ok",
+                raw=p.raw,
+                extra=p.extra,
+            )
+        )
     return row
 
 
@@ -171,7 +170,7 @@ def label_records(
     dims: list[str] | None = None,
     keep: tuple[str, ...] = DEFAULT_KEEP,
     signature_parts: dict[str, str] | None = None,
-    screened_status: str | None = None,
+    routed: bool = False,
 ) -> RunSummary:
     """Predict `records` chunk by chunk, appending to the checkpoint; finish with an atomic write.
 
@@ -207,9 +206,7 @@ def label_records(
                     prepare(todo_block, progress=prepare_progress)
                 for start in range(0, len(todo_block), chunk_size):
                     chunk = todo_block[start : start + chunk_size]
-                    rows = _label_chunk(
-                        clf, chunk, provenance, screen, fields, screen_fields, dims, keep, screened_status
-                    )
+                    rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep, routed)
                     for row in rows:
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
                     f.flush()
@@ -226,15 +223,13 @@ def label_records(
     write_rows(out, ordered)
     part.unlink()
     for d in clf.taxonomy.dimension_ids:
-        summary.invalid[d] = sum(1 for r in ordered if r.get(f"{d}_status") == "invalid" or r.get(f"{d}_invalid"))
-    summary.screened_out = sum(
-        1 for r in ordered if r.get("screening") is not None and r.get("screening") != "failure_report"
-    )
+        summary.invalid[d] = sum(1 for r in ordered if labelrow.is_invalid(r, d))
+    summary.screened_out = sum(1 for r in ordered if not labelrow.is_failure_report(r))
     summary.labeled = len(ordered) - summary.resumed
     for d in [*dims, "screening"]:
-        statuses = Counter(r.get(f"{d}_status") for r in ordered if r.get(f"{d}_status") in ROUTED)
-        if statuses:
-            summary.routing[d] = {s: statuses.get(s, 0) for s in ROUTED}
+        statuses = Counter(labelrow.status(r, d) for r in ordered)
+        if any(statuses.get(s) for s in labelrow.ROUTED):
+            summary.routing[d] = {s.value: statuses.get(s, 0) for s in labelrow.ROUTED}
     summary.provenance = provenance
     return summary
 
@@ -255,26 +250,23 @@ def _label_chunk(
     screen_fields,
     dims: list[str],
     keep: tuple[str, ...],
-    screened_status: str | None = None,
+    routed: bool = False,
 ) -> list[dict]:
     if screen is None:
         return [{**_base(r, keep), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
     decisions = screen(chunk)
     if screen_fields is None:
         decided = [
-            {
-                "screening": d.label,
-                "screening_confidence": None if d.confidence is None else round(float(d.confidence), 4),
-            }
-            for d in decisions
+            {"screening": d.label, **labelrow.answer_fields("screening", confidence=d.confidence)} for d in decisions
         ]
-        kept = [i for i, d in enumerate(decisions) if d.label == "failure_report"]
+        kept = [i for i, d in enumerate(decisions) if d.label == screening.PASS]
     else:  # routed: a doubtful screening decision is reviewed, and its record labeled for the reviewer
         decided = screen_fields(decisions)
         kept = [
             i
             for i, f in enumerate(decided)
-            if f.get("screening_suggestion") == "failure_report" or f.get("screening_status") == "review"
+            if labelrow.suggestion(f, "screening") == screening.PASS
+            or labelrow.status(f, "screening") is labelrow.Status.REVIEW
         ]
     labeled = fields(clf.predict([chunk[i] for i in kept])) if kept else []
     by_i = dict(zip(kept, labeled))
@@ -284,9 +276,7 @@ def _label_chunk(
         if i in by_i:
             row.update(by_i[i])
         else:  # screened out: no symptom or root cause
-            row.update({dim: None for dim in dims})
-            if screened_status:  # routed runs say why the label is empty
-                row.update({f"{dim}_status": screened_status for dim in dims})
+            row.update(labelrow.screened_out_fields(dims, say_why=routed))
         row.update(provenance)
         rows.append(row)
     return rows

@@ -15,16 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from classify.classifiers.base import Classifier, ModelOptions, Prediction, make_classifier, uses_llm
+from classify.classifiers.base import (
+    Classifier,
+    ModelOptions,
+    Prediction,
+    make_classifier,
+    uses_llm,
+)
 from classify.classifiers.foldmodels import FoldModels
+from classify.core import labelrow
 from classify.core.causeshown import NONE_SHOWN, shown_dim
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
+from classify.core.labelrow import Status
 from classify.core.taxonomy import Taxonomy
 from classify.evaluation.profile import GoldProfile, gold_profile, group_dim
 from classify.evaluation.thresholds import Threshold, apply_threshold
-
-AUTO, REVIEW = "auto", "review"
 
 
 def routable_dimensions(tax: Taxonomy) -> list[str]:
@@ -89,13 +95,16 @@ class Router:
                 row = rows[i]
                 for part in self.profile.parts(d):
                     raw = preds[part][i]
-                    if raw.proba:
-                        row[f"{part}_proba"] = {c: round(float(v), 4) for c, v in raw.proba.items()}
-                    if raw.status != "ok":
-                        row[f"{part}_invalid"] = True
-                        row[f"{part}_raw"] = raw.raw
-                    if raw.rationale:
-                        row[f"{part}_rationale"] = raw.rationale
+                    row.update(
+                        labelrow.answer_fields(
+                            part,
+                            proba=raw.proba,
+                            rationale=raw.rationale,
+                            invalid=raw.status != "ok",
+                            raw=raw.raw,
+                            with_confidence=False,
+                        )
+                    )
                 ok = p is not None and p.status == "ok" and p.label is not None
                 label = p.label if ok and p is not None else None
                 conf = p.confidence if ok and p is not None else None
@@ -105,10 +114,16 @@ class Router:
                     row[f"{d}_confidence"] = _r(q.confidence) if q is not None else None
                     continue
                 auto = ok and apply_threshold(conf, th.threshold)
-                row[d] = label if auto and label != NONE_SHOWN else None
-                row[f"{d}_status"] = (NONE_SHOWN if label == NONE_SHOWN else AUTO) if auto else REVIEW
-                row[f"{d}_suggestion"] = label if label is not None or d not in answer else answer[d][i]
-                row[f"{d}_confidence"] = _r(conf)
+                status = (Status.NONE_SHOWN if label == NONE_SHOWN else Status.AUTO) if auto else Status.REVIEW
+                row.update(
+                    labelrow.routed_fields(
+                        d,
+                        label=label,
+                        status=status,
+                        suggestion=label if label is not None or d not in answer else answer[d][i],
+                        confidence=conf,
+                    )
+                )
         return rows
 
     def _answers_without_confidence(self, preds: dict[str, list[Prediction]], n: int) -> dict[str, list[str | None]]:

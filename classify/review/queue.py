@@ -13,21 +13,20 @@ confidence; a likely mislabel 1 - p(gold label)), plus a bonus for independent r
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from classify.core import screening
+from classify.core import labelrow, screening
+from classify.core.causeshown import NONE_SHOWN
 from classify.core.gold import GoldSet
 from classify.core.records import CORE_FIELDS, Record, RecordsError, read_records, read_rows
-from classify.core.textio import read_text
+from classify.evaluation.runfolder import PREDICTIONS, RunFolder, prediction_status, read_run
 from classify.review.schema import ModelView, Queue, QueueError, QueueItem, QueueMeta, Reason, ReasonKind
 
 CODEBOOK_WEIGHT = 0.3  # a coder's note asks a codebook question; no model evidence behind it
@@ -35,32 +34,15 @@ EXTRA_KIND_BONUS = 0.25  # an item flagged for two different kinds of reason is 
 EXTRA_SOURCE_BONUS = 0.05
 
 
-@dataclass
-class EvalRun:
-    path: Path
-    meta: dict
-    rows: list[dict]
-
-    @property
-    def name(self) -> str:
-        return self.path.name
+def load_eval_run(path: str | Path) -> RunFolder:
+    run = read_run(path, error=QueueError)
+    if not (run.path / PREDICTIONS).exists():
+        raise QueueError(f"{path}: not an eval run folder ({PREDICTIONS} missing)")
+    run.predictions(error=QueueError)  # read (and checked) now; later calls return the same rows
+    return run
 
 
-def load_eval_run(path: str | Path) -> EvalRun:
-    path = Path(path)
-    mfile, pfile = path / "metrics.json", path / "predictions.jsonl"
-    for f in (mfile, pfile):
-        if not f.exists():
-            raise QueueError(f"{path}: not an eval run folder ({f.name} missing)")
-    try:
-        meta = json.loads(read_text(mfile, QueueError))["meta"]
-        rows = read_rows(pfile)
-    except (json.JSONDecodeError, KeyError, RecordsError) as e:
-        raise QueueError(f"{path}: cannot read the eval run: {e}") from e
-    return EvalRun(path, meta, rows)
-
-
-def _check_eval_matches(run: EvalRun, gold: GoldSet) -> None:
+def _check_eval_matches(run: RunFolder, gold: GoldSet) -> None:
     tax = gold.taxonomy
     fp = run.meta.get("taxonomy_fingerprint")
     if run.meta.get("taxonomy") != tax.label or (fp and fp != tax.fingerprint()):
@@ -73,7 +55,7 @@ def _check_eval_matches(run: EvalRun, gold: GoldSet) -> None:
             f"{run.path}: evaluated on gold {run.meta.get('gold')} (hash {run.meta.get('gold_hash')}), "
             f"but the gold given has hash {gold.hash}; pass the run's --gold or evaluate again"
         )
-    unknown = sorted({str(r.get("id")) for r in run.rows} - set(gold.ids))
+    unknown = sorted({str(r.get("id")) for r in run.predictions()} - set(gold.ids))
     if unknown:
         raise QueueError(f"{run.path}: {len(unknown)} predicted ids are not in the gold set: {unknown[:10]}")
 
@@ -82,10 +64,10 @@ def _fmt(c: float | None) -> str:
     return "?" if c is None else f"{c:.2f}"
 
 
-def _eval_views(run: EvalRun, gold: GoldSet, dims: list[str], views, reasons) -> None:
+def _eval_views(run: RunFolder, gold: GoldSet, dims: list[str], views, reasons) -> None:
     pos = {rid: i for i, rid in enumerate(gold.ids)}
     model = str(run.meta.get("model", run.name))
-    for row in run.rows:
+    for row in run.predictions():
         rid = str(row["id"])
         for d in dims:
             g = gold.labels[d][pos[rid]]
@@ -100,7 +82,7 @@ def _eval_views(run: EvalRun, gold: GoldSet, dims: list[str], views, reasons) ->
                     confidence=conf,
                     rationale=row.get(f"{d}_rationale"),
                     p_gold=(float(proba.get(g, 0.0)) if proba and g is not None else None),
-                    status=row.get(f"{d}_status") or "ok",
+                    status=prediction_status(row, d),
                 )
             )
             if g is not None and label is not None and label != g:
@@ -114,7 +96,7 @@ def _eval_views(run: EvalRun, gold: GoldSet, dims: list[str], views, reasons) ->
                 )
 
 
-def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> int:
+def _cleanlab_reasons(run: RunFolder, gold: GoldSet, dims: list[str], reasons) -> int:
     """Gold labels cleanlab flags as likely wrong from the run's out-of-fold probabilities."""
     from cleanlab.filter import find_label_issues
 
@@ -124,7 +106,7 @@ def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> 
     for d in dims:
         classes = gold.taxonomy.dimensions[d].ids
         ids, labels, probs = [], [], []
-        for row in run.rows:
+        for row in run.predictions():
             g = gold.labels[d][pos[str(row["id"])]]
             proba = row.get(f"{d}_proba")
             if g is None or not isinstance(proba, dict):
@@ -164,26 +146,20 @@ def _cleanlab_reasons(run: EvalRun, gold: GoldSet, dims: list[str], reasons) -> 
     return n_flagged
 
 
-def row_taxonomy(row: dict, dim: str) -> str | None:
-    """The taxonomy a labels row's `dim` label was made with.
-
-    `classify run --screen` labels `screening` with a separate model and taxonomy: its rows carry
-    `taxonomy` (symptom, root cause) and `screening_taxonomy` (older outputs only name it inside
-    `screening_model`: "embed-logreg (screening@1, gold ...)"). Any dimension may do the same.
-    """
-    if row.get(f"{dim}_taxonomy"):
-        return str(row[f"{dim}_taxonomy"])
-    m = re.search(r"\(([^,()]+@[^,()]+), gold ", str(row.get(f"{dim}_model") or ""))
-    return m.group(1) if m else row.get("taxonomy")
-
-
 def _load_label_run(path: Path, taxonomy_label: str, dims: list[str]) -> list[dict]:
     try:
         rows = read_rows(path)
     except RecordsError as e:
         raise QueueError(str(e)) from e
     other = sorted(
-        {str(t) for r in rows for d in dims if d in r for t in [row_taxonomy(r, d)] if t not in (None, taxonomy_label)}
+        {
+            str(t)
+            for r in rows
+            for d in dims
+            if d in r
+            for t in [labelrow.dimension_taxonomy(r, d)]
+            if t not in (None, taxonomy_label)
+        }
     )
     if other:
         raise QueueError(f"{path}: labeled with taxonomy {', '.join(other)}, but the queue uses {taxonomy_label}")
@@ -197,14 +173,12 @@ def _load_label_run(path: Path, taxonomy_label: str, dims: list[str]) -> list[di
     return rows
 
 
-ROUTED_STATUSES = ("auto", "review", "none_shown")  # classify.labeling.routing
-NONE_SHOWN = "none_shown"
 ROUTED_WEIGHT = 0.6  # a label the guarantee could not cover outranks a plain low-confidence flag
 RARE_BONUS = 0.15  # a suggestion of a category gold rarely holds: a decision teaches more
 
 
 def _routed_reason(row: dict, d: str, model: str, source: str, rarity: dict[str, dict[str, float]]) -> Reason:
-    sug, conf = row.get(f"{d}_suggestion"), row.get(f"{d}_confidence")
+    sug, conf = labelrow.suggestion(row, d), labelrow.confidence(row, d)
     routing = (row.get("routing") or {}).get(d) or {}
     shares = rarity.get(d) or {}
     share = shares.get(str(sug), 0.0) if shares else None  # None: no gold to tell rare from common
@@ -241,14 +215,15 @@ def _run_views(
                 if d not in row:
                     continue
                 # `<dim>_model`: the dimension was labeled by another model (run --screen's screening_model)
-                model = str(row.get(f"{d}_model") or row.get("model") or name)
+                model = labelrow.dimension_model(row, d) or name
                 label, conf = row.get(d), row.get(f"{d}_confidence")
-                status = row.get(f"{d}_status") or "ok"
-                if status in ROUTED_STATUSES:  # a routed run: the model's label is its suggestion
-                    label = row.get(f"{d}_suggestion")
+                routed = labelrow.status(row, d)
+                status = "invalid" if labelrow.is_invalid(row, d) and label is None else "ok"
+                if routed in labelrow.ROUTED:  # a routed run: the model's label is its suggestion
+                    label = labelrow.suggestion(row, d)
                     if label == NONE_SHOWN:
                         label = None  # "no cause shown" is not a category a reviewer can accept
-                    if status == "review":
+                    if routed is labelrow.Status.REVIEW:
                         reasons[(rid, d)].append(_routed_reason(row, d, model, name, rarity))
                     status = "ok"
                 views[(rid, d)].append(
@@ -290,8 +265,8 @@ def _run_views(
                         continue
                     ca, cb = ra[rid].get(f"{d}_confidence"), rb[rid].get(f"{d}_confidence")
                     w = min(c if c is not None else 0.5 for c in (ca, cb))
-                    ma = ra[rid].get(f"{d}_model") or ra[rid].get("model") or names[a]
-                    mb = rb[rid].get(f"{d}_model") or rb[rid].get("model") or names[b]
+                    ma = labelrow.dimension_model(ra[rid], d) or names[a]
+                    mb = labelrow.dimension_model(rb[rid], d) or names[b]
                     reasons[(rid, d)].append(
                         Reason(
                             kind="models_disagree",
@@ -429,7 +404,7 @@ def build_queue(
                     "kind": "labels",
                     "path": str(Path(p).resolve()),
                     "models": sorted(
-                        {str(r.get(f"{d}_model") or r.get("model")) for r in loaded[name] for d in dims if d in r}
+                        {str(labelrow.dimension_model(r, d)) for r in loaded[name] for d in dims if d in r}
                     ),
                 }
             )

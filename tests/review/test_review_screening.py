@@ -263,7 +263,8 @@ def test_labels_from_run_screen_become_screening_items(screening_run, tmp_path):
     q = load_queue(qp)
     assert {it.id for it in q.items} == {r["id"] for r in rows}  # every label is under 0.999
     it = q.items[0]
-    assert not it.in_gold and it.models[0].model.startswith("tfidf-logreg (screening@1")
+    assert not it.in_gold and it.models[0].model == "tfidf-logreg"  # the screening model, not the row's
+    assert len({r["screening_gold_hash"] for r in rows}) == 1  # recorded as a field, not inside prose
     assert it.models[0].label == next(r["screening"] for r in rows if r["id"] == it.id)
     _cli("review", "-q", qp, "-r", "lead", input="a\n\n\nq\n")
     out_gold = tmp_path / "screening.v2.jsonl"

@@ -14,9 +14,23 @@ import math
 from pathlib import Path
 from typing import Any
 
+from classify.core.causeshown import NONE_SHOWN
 from classify.core.taxonomy import Taxonomy
+from classify.report.methods import methods_text, plain_method
+from classify.report.reference import CLEAR
+from classify.report.stats import SMALL_N, WEAK_KAPPA
 
 TITLES = {"symptom": "Symptoms", "root_cause": "Root causes", "root_cause_group": "Root-cause groups"}
+
+
+def category_names(tax: Taxonomy) -> dict[str, dict[str, str]]:
+    """Display names: category ids to names, groups to the text before their description's dash."""
+    out: dict[str, dict[str, str]] = {}
+    for d, dim in tax.dimensions.items():
+        out[d] = {c.id: c.name for c in dim.categories} | {NONE_SHOWN: "None shown"}
+        if dim.groups:
+            out[f"{d}_group"] = {g: desc.split(" - ", 1)[0].strip() or g for g, desc in dim.groups.items()}
+    return out
 
 
 def title_of(name: str) -> str:
@@ -114,8 +128,6 @@ def draw(stats: dict[str, Any], tax: Taxonomy, out: Path) -> list[dict[str, str]
     """One figure per dimension: the corrected share with its interval, and the naive count."""
     import matplotlib.pyplot as plt
 
-    from classify.labeling.corpus import category_names
-
     names = category_names(tax)
     figs = []
     for name, d in stats["dimensions"].items():
@@ -148,6 +160,12 @@ h3{font-size:1.05em;margin:1.4em 0 .4em}
 .card span{font-size:1.05em}
 .caveats{background:#fff8e6;border:1px solid #f0d58a;border-radius:6px;padding:.6em 1em .6em 2em}
 .warn{color:#8a5a00}
+.alert{background:#fdecea;border:1px solid #f1aeb5;border-radius:6px;padding:.6em 1em;color:#7a1c12}
+abbr{text-decoration:underline dotted;cursor:help}
+.methods{background:var(--bg-alt);border-left:3px solid var(--accent);padding:.6em 1em}
+table.crosstab th.rot{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;text-align:left;vertical-align:bottom;font-size:12px;padding:6px 2px}
+table.crosstab td{padding:3px 4px}
+table.crosstab{width:auto}
 .na{color:#8a5a00}
 table{border-collapse:collapse;width:100%;margin:.4em 0 1em;font-size:13.5px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
@@ -169,7 +187,9 @@ details summary{cursor:pointer;color:var(--accent)}
 </style></head>
 <body>
 <h1>Corpus report</h1>
-<p class="sub">{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out) from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
+<p class="sub">{% if was_screened %}{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out as not failure reports{% if n_screened_review %}, {{ n_screened_review }} of them on the screening model's suggestion, awaiting review{% endif %}){% else %}{{ n_rows }} threads, <b>not screened</b>{% endif %} from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
+{% if not was_screened %}<p class="alert" id="unscreened">These labels were not screened: every thread counts as a failure report, though questions, feature requests and other threads may be among them, so every share below is of threads of any kind. Label with <code>classify run --screen</code> to keep failure reports only.</p>{% endif %}
+{% if weak_model %}<p class="alert" id="weak-model">The correction rests on a model that barely agrees with the coders beyond chance on gold ({% for d, k in weak_model.items() %}{{ dim_titles.get(d, d) }}: κ = {{ "%.2f"|format(k) }}{{ "; " if not loop.last }}{% endfor %}; under {{ "%.1f"|format(weak_kappa) }} is "slight" agreement). Its corrected shares say little about the corpus: treat them as a rough guess, or improve the model first.</p>{% endif %}
 
 <div class="summary" id="summary">
  <div class="card"><b>Model</b><span>{{ model or "unknown" }}</span></div>
@@ -180,8 +200,8 @@ details summary{cursor:pointer;color:var(--accent)}
  {% else %}<span>no eval run found for this model and gold</span>{% endif %}</div>
  <div class="card" id="label-sources"><b>Where the labels come from</b>
  {% for name, d in dims.items() if not name.endswith("_group") %}{% set st = d.status %}<span>{{ dim_titles.get(name, name) }}: {{ source_line(st) }}</span><br>{% endfor %}
- {% if any_review %}<span class="warn">shares count the model's unreviewed suggestions for the reports that await review</span>{% endif %}</div>
- <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold (bootstrap 95% intervals); counts beside them{% else %}counts of model labels (95% Wilson intervals), not corrected{% endif %}</span></div>
+ {% if any_review %}<span class="warn">for reports that await review, the shares count the model's suggestion, which no person has checked yet</span>{% endif %}</div>
+ <div class="card"><b>Shares</b><span>{% if corrected %}corrected for the model's errors measured on gold, with 95% intervals; counts beside them (see <a href="#methods">Methods</a>){% else %}counts of model labels with 95% intervals, not corrected (see <a href="#methods">Methods</a>){% endif %}</span></div>
 </div>
 
 {% if caveats or warnings %}<h3>Caveats</h3><ul class="caveats">
@@ -191,44 +211,48 @@ details summary{cursor:pointer;color:var(--accent)}
 
 {% if reference %}<h2 id="reference">Published shares beside ours</h2>
 {% if reference.warning %}<p class="warn">{{ reference.warning }}</p>{% endif %}
-{% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Inside: whether the published share falls in our 95% interval.</p>
-<div class="wrap"><table class="reference"><thead><tr><th>dimension</th><th class="txt">category</th><th>published</th><th>our estimate</th><th>95% interval</th><th>difference</th><th>inside?</th>{% if sources|length > 1 %}<th class="txt">source</th>{% endif %}</tr></thead><tbody>
-{% for r in reference.rows %}<tr><td>{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 2) }}</td><td class="num"><b>{{ pct(r.estimate) if r.estimate is not none else "n/a" }}</b></td><td class="num ci">{% if r.lo is not none %}{{ pct(r.lo) }} – {{ pct(r.hi) }}{% endif %}</td>{% if r.difference is none %}<td class="num">n/a</td><td>n/a{% if r.note %} <span class="ci">({{ r.note }})</span>{% endif %}</td>{% else %}<td class="num">{{ "%+.1f"|format(100 * r.difference) }} pts</td><td class="{{ 'yes' if r.inside else 'no' }}">{{ "yes" if r.inside else "no" }}</td>{% endif %}{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
+{% set sources = reference.rows|map(attribute="source")|unique|list %}<p class="method">Source: {{ sources|join("; ") }}. Each published share is compared with ours over the same reports (all failure reports, or only those that show a cause). The difference (ours minus published) has a 95% interval that combines our interval{% if reference.rows|selectattr("n")|list %} with the sampling error of the study's own count{% endif %}; where that interval includes 0 but reaches beyond ±{{ "%.0f"|format(100 * clear) }} points, the comparison cannot tell agreement from a real difference.</p>
+<p id="reference-summary"><b>What this comparison can tell:</b> {{ reference.summary }}</p>
+<div class="wrap"><table class="reference"><thead><tr><th class="txt">dimension</th><th class="txt">category</th><th>published</th><th>ours <span class="ci">[95% interval]</span></th><th class="txt">share of</th><th>difference <span class="ci">[95% interval]</span></th><th class="txt">what it tells</th>{% if sources|length > 1 %}<th class="txt">source</th>{% endif %}</tr></thead><tbody>
+{% for r in reference.rows %}<tr><td class="txt">{{ dim_titles.get(r.dimension, r.dimension) }}</td><td class="txt">{{ names[r.dimension].get(r.category, r.category) }}</td><td class="num">{{ pct(r.share, 1) }}{% if r.n %} <span class="ci">of {{ r.n }}</span>{% endif %}</td><td class="num">{% if r.estimate is not none %}<b>{{ pct(r.estimate) }}</b> <span class="ci">[{{ pct(r.lo) }}, {{ pct(r.hi) }}]</span>{% else %}n/a{% if r.note %} <span class="ci">({{ r.note }})</span>{% endif %}{% endif %}</td><td class="txt ci">{% if r.same_denominator %}{{ "all failure reports" if r.of == "all" else "reports that show one" }}{% else %}<span class="warn">theirs: {{ "all reports" if r.of == "all" else "reports that show one" }}; ours: {{ "all, each counted as showing a cause" if r.our_of == "all_as_if_shown" else ("reports that show one" if r.our_of == "shown" else "all failure reports") }}</span>{% endif %}</td><td class="num">{% if r.difference is not none %}{{ "%+.1f"|format(100 * r.difference) }} points{% if r.difference_lo is not none %} <span class="ci">[{{ "%+.1f"|format(100 * r.difference_lo) }}, {{ "%+.1f"|format(100 * r.difference_hi) }}]</span>{% endif %}{% else %}n/a{% endif %}</td><td class="txt verdict">{{ r.verdict }}</td>{% if sources|length > 1 %}<td class="txt">{{ r.source }}</td>{% endif %}</tr>{% endfor %}
 </tbody></table></div>{% endif %}
 
 {% for name, d in dims.items() %}
 <h2 id="dim-{{ name }}">{{ dim_titles.get(name, name) }}</h2>
 <p class="method">Over {{ d.scope }}; n = {{ d.overall.n }}{% if d.overall.n_human %} ({{ d.overall.n_human }} coded by people, counted as coded){% endif %}{% if d.overall.n_none_shown %}; {{ d.overall.n_none_shown }} where the model sees no cause shown (routed so, or its suggestion for review){% endif %}{% if d.overall.n_missing %}; {{ d.overall.n_missing }} without a usable label{% endif %}.
-{% if d.correction.method != "none" %}Estimated by <b>{{ d.correction.method_name }} ({{ d.correction.method }})</b>, {% if d.correction.chosen_by == "user" %}chosen by the user (--method); measured on gold by {{ d.correction.protocol }}{% else %}chosen on gold by {{ d.correction.protocol }}{% endif %}: mean error {{ pct(d.correction.error) }} total variation{% if d.correction.measured_on == "groups" %} on the groups{% endif %} against {{ pct(d.correction.naive_error) }} for counting labels.{% else %}Counts of the model's labels.{% endif %}</p>
-<p class="method labels">Labels{% if name.endswith("_group") %} (of the root causes the groups sum){% endif %}: {{ source_line(d.status) }}.{% if d.status.review %} <span class="warn">These shares rest on the model's unreviewed suggestions for {{ d.status.review }} of {{ d.status.values()|sum }} reports, not on labels it may give alone; they change as people code those reports.</span>{% endif %}</p>
+{% if d.correction.method != "none" %}Estimated as the <b><abbr title="{{ d.correction.method }}: {{ d.correction.method_name }}">{{ plain_method(d.correction.method) }}</abbr></b>, {% if d.correction.chosen_by == "user" %}as the user asked (--method){% else %}the correction that erred least{% endif %} when <abbr title="{{ d.correction.protocol }}">tested on {{ d.correction.n_samples }} samples of held-out gold reports whose category shares were shifted away from gold's</abbr>: it missed the true shares by {{ "%.1f"|format(100 * d.correction.error) }} <abbr title="total variation distance between estimated and true shares, in percentage points: half the sum of the absolute differences over all categories">percentage points</abbr> on average{% if d.correction.measured_on == "groups" %} on the groups{% endif %}, against {{ "%.1f"|format(100 * d.correction.naive_error) }} for counting the labels.{% else %}Counts of the model's labels.{% endif %}</p>
+<p class="method labels">Labels{% if name.endswith("_group") %} (of the root causes the groups sum){% endif %}: {{ source_line(d.status) }}.{% if d.status.review %} <span class="warn">For {{ d.status.review }} of {{ d.status.values()|sum }} reports these shares count the model's suggestion, which no person has checked yet and which the model was not confident enough to give alone; they change as people code those reports.</span>{% endif %}</p>
 <div class="wrap"><table class="shares"><thead><tr><th>category</th><th>count</th><th>count share</th><th>{{ "corrected estimate" if d.correction.method != "none" else "share" }}</th><th>95% interval</th></tr></thead><tbody>
 {% for c, s in d.overall.shares.items() %}<tr data-category="{{ c }}"><td>{{ names[name].get(c, c) }}</td><td class="num">{{ s.k }}</td><td class="num">{{ pct(s.naive) }}</td>{% if s.estimate is none and s.note %}<td class="num na" colspan="2">n/a <span class="ci">({{ s.note }})</span></td>{% else %}<td class="num"><b>{{ pct(s.estimate) }}</b></td><td class="num ci">{{ pct(s.lo) }} – {{ pct(s.hi) }}</td>{% endif %}</tr>{% endfor %}
 {% if d.overall.none_shown %}<tr><td><i>Reports that show no cause</i> (of {{ d.overall.none_shown.n }})</td><td></td><td class="num">{{ pct(d.overall.none_shown.naive) }}</td><td class="num">{{ pct(d.overall.none_shown.estimate) }}</td><td class="num ci">{{ pct(d.overall.none_shown.lo) }} – {{ pct(d.overall.none_shown.hi) }}</td></tr>{% endif %}
 </tbody></table></div>
-{% if d.by_library %}<h3>By library</h3><div class="wrap"><table class="bylib"><thead><tr><th>category</th>{% for lib, ld in d.by_library.items() %}<th>{{ lib }}<br><span class="ci">n = {{ ld.n }}{% if ld.warning %} ⚠{% endif %}</span></th>{% endfor %}</tr></thead><tbody>
-{% for c in d.overall.shares %}<tr><td>{{ names[name].get(c, c) }}</td>{% for lib, ld in d.by_library.items() %}{% set s = ld.shares[c] %}{% if ld.too_few %}<td class="num na">n/a</td>{% elif s.estimate is none %}<td class="num na" title="{{ s.note }}">n/a</td>{% else %}<td class="num">{{ pct(s.estimate, 0) }} <span class="ci">[{{ pct(s.lo, 0) }}, {{ pct(s.hi, 0) }}]</span></td>{% endif %}{% endfor %}</tr>{% endfor %}
-</tbody></table></div>
-{% set tiny = d.by_library.items()|selectattr("1.too_few")|map(attribute="0")|list %}{% if tiny %}<p class="warn">n/a: too few reports (under {{ tiny_n }}) to estimate shares for {{ tiny|join(", ") }}.</p>{% endif %}
-{% set small = d.by_library.items()|rejectattr("1.too_few")|selectattr("1.warning")|map(attribute="0")|list %}{% if small %}<p class="warn">⚠ small samples (under {{ small_n }} reports): {{ small|join(", ") }}; their shares are rough.</p>{% endif %}{% endif %}
-{% if examples.get(name) and examples[name].values()|select|list %}<details><summary>Examples per category (most confident first{% if d.status.review %}; unreviewed suggestions marked{% endif %})</summary>
+{% if d.by_library %}<h3>By library</h3>
+<p class="method">Each cell: the number of reports with that label out of the library's total{% if d.correction.method != "none" %}, and for libraries of at least {{ small_n }} reports the corrected estimate with its 95% interval{% endif %}.{% set few = d.by_library.items()|selectattr("1.counts_only")|map(attribute="0")|list %}{% if few and d.correction.method != "none" %} <span class="warn">Counts only for {{ few|join(", ") }}: under {{ small_n }} reports, a correction estimated on one library's reports swings too far to print (3 of 6 labels can come out as 78%).</span>{% endif %}</p>
+<div class="wrap"><table class="bylib"><thead><tr><th>category</th>{% for lib, ld in d.by_library.items() %}<th>{{ lib }}<br><span class="ci">n = {{ ld.n }}</span></th>{% endfor %}</tr></thead><tbody>
+{% for c in d.overall.shares %}<tr><td>{{ names[name].get(c, c) }}</td>{% for lib, ld in d.by_library.items() %}{% set s = ld.shares[c] %}<td class="num">{{ s.k }}{% if ld.counts_only or d.correction.method == "none" %}{% if ld.n %} <span class="ci">({{ pct(s.naive, 0) }})</span>{% endif %}{% elif s.estimate is none %} <span class="na" title="{{ s.note }}">n/a</span>{% else %} <span class="ci">·</span> {{ pct(s.estimate, 0) }} <span class="ci">[{{ pct(s.lo, 0) }}, {{ pct(s.hi, 0) }}]</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table></div>{% endif %}
+{% if examples.get(name) and examples[name].values()|select|list %}<details><summary>Examples per category (most confident first{% if d.status.review %}; suggestions awaiting review marked{% endif %})</summary>
 {% for c, exs in examples[name].items() if exs %}<h3>{{ names[name].get(c, c) }}</h3><ul class="ex">
 {% for ex in exs %}<li>{% if safe_url(ex.url) %}<a href="{{ safe_url(ex.url) }}" rel="noopener noreferrer">{{ ex.id }}</a>{% else %}{{ ex.id }}{% endif %}{% if ex.title %}: {{ ex.title }}{% endif %} <span class="ci">({% if ex.human %}coded by a person{% elif ex.suggestion %}suggestion, awaiting review{% if ex.confidence is not none %}; confidence {{ "%.2f"|format(ex.confidence) }}{% endif %}{% elif ex.confidence is not none %}confidence {{ "%.2f"|format(ex.confidence) }}{% else %}no confidence{% endif %})</span></li>{% endfor %}
 </ul>{% endfor %}</details>{% endif %}
 {% endfor %}
 
 {% if crosstab %}<h2 id="crosstab">{{ dim_titles.get(crosstab.rows) }} × {{ dim_titles.get(crosstab.cols)|lower }}</h2>
-<p class="method">Counts of model labels (not corrected){% if crosstab.suggestions %}, unreviewed suggestions included for the reports that await review{% endif %}.</p>
-<div class="wrap"><table class="crosstab"><thead><tr><th></th>{% for c in crosstab.col_labels %}<th>{{ names[crosstab.cols].get(c, c) }}</th>{% endfor %}<th>total</th></tr></thead><tbody>
+<p class="method">Counts of model labels (not corrected){% if crosstab.suggestions %}, with the model's suggestion for the reports that await review{% endif %}.</p>
+<div class="wrap"><table class="crosstab"><thead><tr><th></th>{% for c in crosstab.col_labels %}<th class="rot" title="{{ names[crosstab.cols].get(c, c) }}">{{ names[crosstab.cols].get(c, c) }}</th>{% endfor %}<th class="rot">total</th></tr></thead><tbody>
 {% for r in crosstab.row_labels %}{% set row = crosstab.matrix[loop.index0] %}<tr><td>{{ names[crosstab.rows].get(r, r) }}</td>{% for v in row %}<td class="num">{{ v if v else "" }}</td>{% endfor %}<td class="num"><b>{{ row|sum }}</b></td></tr>{% endfor %}
 </tbody></table></div>{% endif %}
+
+<h2 id="methods">Methods</h2>
+<p class="methods">{{ methods }}</p>
 
 {% if figures %}<h2 id="figures">Figures</h2>
 {% for f in figures %}<figure><img alt="{{ f.title }}" src="data:image/png;base64,{{ f.b64 }}"><figcaption>Figure {{ loop.index }}. {{ f.title }}{% if corrected %}: bars are the corrected estimates with 95% intervals, diamonds the counts of model labels{% endif %}.</figcaption></figure>{% endfor %}{% endif %}
 
-<h2 id="screened">Screened out ({{ screened|length }})</h2>
-{% if screened %}<p class="method">Threads the screening step judged not to be failure reports; listed for audit.</p>
+<h2 id="screened">Screened out ({{ screened|length if was_screened else "not screened" }})</h2>
+{% if not was_screened %}<p class="method">The labels were not screened: no thread was set aside as not a failure report.</p>{% elif screened %}<p class="method">Threads the screening step judged not to be failure reports; listed for audit.</p>
 <div class="wrap"><table class="screened"><thead><tr><th>issue</th><th>title</th><th>screening</th><th>confidence</th></tr></thead><tbody>
-{% for s in screened %}<tr><td>{% if safe_url(s.url) %}<a href="{{ safe_url(s.url) }}" rel="noopener noreferrer">{{ s.id }}</a>{% else %}{{ s.id }}{% endif %}</td><td style="text-align:left">{{ s.title or "" }}</td><td>{{ s.screening }}</td><td class="num">{{ "%.2f"|format(s.confidence) if s.confidence is not none else "" }}</td></tr>{% endfor %}
+{% for s in screened %}<tr><td>{% if safe_url(s.url) %}<a href="{{ safe_url(s.url) }}" rel="noopener noreferrer">{{ s.id }}</a>{% else %}{{ s.id }}{% endif %}</td><td style="text-align:left">{{ s.title or "" }}</td><td>{{ s.screening }}{% if s.awaits_review %} <span class="ci">(suggestion, awaiting review)</span>{% endif %}</td><td class="num">{{ "%.2f"|format(s.confidence) if s.confidence is not none else "" }}</td></tr>{% endfor %}
 </tbody></table></div>{% else %}<p class="method">None.</p>{% endif %}
 </body></html>
 """
@@ -244,8 +268,6 @@ def render(
 ) -> str:
     import jinja2
 
-    from classify.labeling.corpus import SMALL_N, TINY_N, category_names
-
     env = jinja2.Environment(autoescape=True)
     tpl = env.from_string(TEMPLATE)
     figs = [f | {"b64": base64.b64encode((out / f["file"]).read_bytes()).decode()} for f in figures]
@@ -256,6 +278,7 @@ def render(
         n_rows=stats["n_rows"],
         n_fail=stats["n_failure_reports"],
         n_screened=stats["n_screened_out"],
+        n_screened_review=stats.get("n_screened_out_review", 0),
         libraries=stats["libraries"],
         eval_run=stats.get("eval_run"),
         corrected=stats.get("corrected"),
@@ -272,7 +295,12 @@ def render(
         pct=pct,
         safe_url=safe_url,
         small_n=SMALL_N,
-        tiny_n=TINY_N,
+        was_screened=stats.get("screened", True),
+        weak_model=stats.get("weak_model") or {},
+        weak_kappa=WEAK_KAPPA,
+        clear=CLEAR,
+        plain_method=plain_method,
+        methods=methods_text(stats),
         source_line=source_line,
         any_review=any((d.get("status") or {}).get("review") for d in stats["dimensions"].values()),
     )
