@@ -208,3 +208,26 @@ def test_a_group_code_of_the_wrong_type_is_a_clear_error(tmp_path):
     coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "root_cause_group": ["usage"]}])
     with pytest.raises(MergeError, match=r"id a: unknown root_cause_group \['usage'\]"):
         merge_coded(labels, [coded], tmp_path / "o.jsonl")
+
+
+def test_a_review_loop_gold_version_merges_its_codes_of_labeled_rows_with_only_labeled(tmp_path):
+    # A gold version from `review apply` holds the gold reports beside the decided review rows: its codes
+    # of the labels file's rows merge, the rest are left out, and only when the user says so.
+    labels = _labels(tmp_path)
+    coded = write_jsonl(
+        tmp_path / "gold-v2.jsonl",
+        [
+            {"id": "gold-1", "title": "t", "body": "b", "symptom": "hang", "root_cause": None},
+            {"id": "b", "title": "t", "body": "b", "symptom": "crash", "root_cause": None},
+        ],
+    )
+    with pytest.raises(MergeError, match="--only-labeled"):
+        merge_coded(labels, [coded], tmp_path / "out.jsonl")
+    r = runner.invoke(
+        app,
+        ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(tmp_path / "o.jsonl"), "--only-labeled"],
+    )
+    assert r.exit_code == 0, r.output
+    rows = {row["id"]: row for row in read_rows(tmp_path / "o.jsonl")}
+    assert set(rows) == {"a", "b", "c"}
+    assert rows["b"]["symptom"] == "crash" and rows["b"]["symptom_status"] == "coded"

@@ -293,11 +293,19 @@ def merge_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="The merged corpus file (.jsonl, .csv, .parquet, .hf).")],
     taxonomy: TaxonomyPath = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output.")] = False,
+    only_labeled: Annotated[
+        bool,
+        typer.Option(
+            "--only-labeled",
+            help="Take only the codes of rows in the labels file (a review-loop gold version also holds the gold "
+            "reports); without it, a coded id that is not a row is an error.",
+        ),
+    ] = False,
 ) -> None:
     """One corpus file: the model's auto labels and people's codes, each label saying who made it."""
     from classify.labeling.merge import merge_coded
 
-    s = merge_coded(labels, coded, out, taxonomy=taxonomy, force=force)
+    s = merge_coded(labels, coded, out, taxonomy=taxonomy, force=force, only_labeled=only_labeled)
     err.print(f"wrote {s.rows} rows to {out}", markup=False, highlight=False)
     for d, c in s.by_dimension.items():
         parts = [f"{k} {v}" for k, v in c.items() if v]

@@ -147,6 +147,7 @@ def merge_coded(
     *,
     taxonomy: str | Path | None = None,
     force: bool = False,
+    only_labeled: bool = False,
 ) -> MergeSummary:
     labels, out = Path(labels), Path(out)
     coded_paths = [Path(c) for c in coded]
@@ -169,8 +170,14 @@ def merge_coded(
     by_id = {str(r["id"]): r for r in rows}
     codes = _coded_rows(coded_paths, tax)
     unknown = sorted(set(codes) - set(by_id))
-    if unknown:
-        raise MergeError(f"{len(unknown)} coded ids are not in {labels}: {unknown[:10]}")
+    if unknown and not only_labeled:
+        raise MergeError(
+            f"{len(unknown)} coded ids are not in {labels}: {unknown[:10]}; a gold version from `classify review "
+            "apply` also holds the gold reports: pass --only-labeled to take only the codes of rows in the labels file"
+        )
+    if unknown:  # a review-loop gold version: the gold it grew from is not part of this corpus
+        log.warning("%d coded ids are not rows of %s and are left out (--only-labeled)", len(unknown), labels)
+        codes = {i: c for i, c in codes.items() if i in by_id}
     counts: dict[str, Counter] = {d: Counter() for d in routable_dimensions(tax)}
     merged = []
     for row in rows:
