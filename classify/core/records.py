@@ -244,13 +244,12 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
         raise RecordsError(f"{path}: cannot read parquet: {e}") from None
     # A DataFrame written with its index keeps it as a column named like this; it is not data.
     keep = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
-    rows = []
-    for raw in table.select(keep).to_pylist():
-        row = {}
-        for k, v in raw.items():
-            row[str(k)] = _nested(k, _plain(v))
-        rows.append(row)
-    return rows
+    return [parquet_row(raw) for raw in table.select(keep).to_pylist()]
+
+
+def parquet_row(raw: dict[str, Any]) -> dict[str, Any]:
+    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed)."""
+    return {str(k): _nested(k, _plain(v)) for k, v in raw.items() if not re.fullmatch(r"__index_level_\d+__", str(k))}
 
 
 _TEXT_FIELDS = ("title", "body", "discussion")

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, Prediction
-from classify.core import labelrow, screening
+from classify.core import labelrow
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
-from classify.core.records import CORE_FIELDS, Record, atomic_write_text, line_problems, read_json_lines, write_rows
-
-DEFAULT_KEEP = ("title", "url")  # input fields copied to every row, so a spot-check needs no join
+from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
+from classify.labeling.block import DEFAULT_KEEP, FieldsFn, FittedRun, default_fields, label_block
+from classify.labeling.block import label_fields as label_fields  # re-exported: callers import it from here
 
 
 class RunError(ClassifyError, RuntimeError):
@@ -125,35 +125,6 @@ def read_checkpoint(path: Path, signature: str, parts: dict[str, str] | None = N
     return [ln.value for ln in got.lines[1:]]
 
 
-def label_fields(preds: dict[str, Prediction]) -> dict[str, Any]:
-    """One record's label fields, from its prediction per dimension."""
-    row: dict[str, Any] = {}
-    for d, p in preds.items():
-        row[d] = p.label
-        row.update(
-            labelrow.answer_fields(
-                d,
-                confidence=p.confidence,
-                proba=p.proba,
-                rationale=p.rationale,
-                invalid=p.status != "ok",
-                raw=p.raw,
-                extra=p.extra,
-            )
-        )
-    return row
-
-
-# Turns a chunk's predictions ({dim: [Prediction per record]}) into label fields per record; the
-# default is `label_fields`, `classify run --target-kappa` routes (classify.labeling.routing).
-FieldsFn = Callable[[dict[str, list[Prediction]]], list[dict[str, Any]]]
-
-
-def _default_fields(preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
-    n = len(next(iter(preds.values()))) if preds else 0
-    return [label_fields({d: preds[d][i] for d in preds}) for i in range(n)]
-
-
 def label_records(
     clf: Classifier,
     records: list[Record],
@@ -165,7 +136,7 @@ def label_records(
     screen: Callable[[list[Record]], list[Prediction]] | None = None,
     prepare_progress: Callable[[int], None] | None = None,
     screen_prepare: Callable[..., None] | None = None,
-    fields: FieldsFn = _default_fields,
+    fields: FieldsFn = default_fields,
     screen_fields: Callable[[list[Prediction]], list[dict[str, Any]]] | None = None,
     dims: list[str] | None = None,
     keep: tuple[str, ...] = DEFAULT_KEEP,
@@ -179,6 +150,21 @@ def label_records(
     pre-encoding with the labeling model would also encode records screened out.
     """
     dims = dims or clf.taxonomy.dimension_ids  # the label fields a screened-out row holds empty
+    run = FittedRun(clf, provenance, dims, keep, fields, screen, screen_prepare, screen_fields, routed)
+    return label_run(run, records, out, signature, chunk_size, progress, prepare_progress, signature_parts)
+
+
+def label_run(
+    run: FittedRun,
+    records: list[Record],
+    out: Path,
+    signature: str,
+    chunk_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+    prepare_progress: Callable[[int], None] | None = None,
+    signature_parts: dict[str, str] | None = None,
+) -> RunSummary:
+    """`label_records` for a run already assembled (classify.labeling.block): the local engine."""
     part = partial_path(out)
     done_rows = read_checkpoint(part, signature, signature_parts) if part.exists() else []
     done = {r["id"] for r in done_rows}
@@ -201,12 +187,10 @@ def label_records(
         with part.open("a", encoding="utf-8") as f:
             for bstart in range(0, len(todo), block):
                 todo_block = todo[bstart : bstart + block]
-                prepare = clf.prepare if screen is None else screen_prepare
-                if prepare is not None:
-                    prepare(todo_block, progress=prepare_progress)
+                run.prepare(todo_block, progress=prepare_progress)
                 for start in range(0, len(todo_block), chunk_size):
                     chunk = todo_block[start : start + chunk_size]
-                    rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep, routed)
+                    rows = label_block(run, chunk, prepared=True)
                     for row in rows:
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
                     f.flush()
@@ -222,64 +206,21 @@ def label_records(
     ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
     write_rows(out, ordered)
     part.unlink()
-    for d in clf.taxonomy.dimension_ids:
-        summary.invalid[d] = sum(1 for r in ordered if labelrow.is_invalid(r, d))
-    summary.screened_out = sum(1 for r in ordered if not labelrow.is_failure_report(r))
-    summary.labeled = len(ordered) - summary.resumed
-    for d in [*dims, "screening"]:
-        statuses = Counter(labelrow.status(r, d) for r in ordered)
+    return count_rows(summary, ordered, run)
+
+
+def count_rows(summary: RunSummary, rows: list[dict[str, Any]], run: FittedRun) -> RunSummary:
+    """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made them."""
+    for d in run.clf.taxonomy.dimension_ids:
+        summary.invalid[d] = sum(1 for r in rows if labelrow.is_invalid(r, d))
+    summary.screened_out = sum(1 for r in rows if not labelrow.is_failure_report(r))
+    summary.labeled = len(rows) - summary.resumed
+    for d in [*run.dims, "screening"]:
+        statuses = Counter(labelrow.status(r, d) for r in rows)
         if any(statuses.get(s) for s in labelrow.ROUTED):
             summary.routing[d] = {s.value: statuses.get(s, 0) for s in labelrow.ROUTED}
-    summary.provenance = provenance
+    summary.provenance = run.provenance
     return summary
-
-
-def _base(r: Record, keep: tuple[str, ...]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": r.id, "repo": r.repo}
-    for k in keep:
-        row[k] = getattr(r, k) if k in CORE_FIELDS else r.fields.get(k)
-    return row
-
-
-def _label_chunk(
-    clf,
-    chunk,
-    provenance,
-    screen,
-    fields: FieldsFn,
-    screen_fields,
-    dims: list[str],
-    keep: tuple[str, ...],
-    routed: bool = False,
-) -> list[dict]:
-    if screen is None:
-        return [{**_base(r, keep), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
-    decisions = screen(chunk)
-    if screen_fields is None:
-        decided = [
-            {"screening": d.label, **labelrow.answer_fields("screening", confidence=d.confidence)} for d in decisions
-        ]
-        kept = [i for i, d in enumerate(decisions) if d.label == screening.PASS]
-    else:  # routed: a doubtful screening decision is reviewed, and its record labeled for the reviewer
-        decided = screen_fields(decisions)
-        kept = [
-            i
-            for i, f in enumerate(decided)
-            if labelrow.suggestion(f, "screening") == screening.PASS
-            or labelrow.status(f, "screening") is labelrow.Status.REVIEW
-        ]
-    labeled = fields(clf.predict([chunk[i] for i in kept])) if kept else []
-    by_i = dict(zip(kept, labeled))
-    rows = []
-    for i, r in enumerate(chunk):
-        row = {**_base(r, keep), **decided[i]}
-        if i in by_i:
-            row.update(by_i[i])
-        else:  # screened out: no symptom or root cause
-            row.update(labelrow.screened_out_fields(dims, say_why=routed))
-        row.update(provenance)
-        rows.append(row)
-    return rows
 
 
 def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
