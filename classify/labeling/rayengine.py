@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,8 @@ def _init_ray(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # no "starting execution" lines on the terminal
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # nor the C++ core's notes
     try:
         if address:
             ray.init(address=address, **kw)
@@ -180,43 +183,45 @@ def _run_on_ray(
         done_ref = ray.put(done)
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         if say:
-            say(f"labeling on Ray: {workers} workers, batches of {batch_size}, parts in {folder}")
-        ds = _dataset(input, records, done)
-        labeled = ds.map_batches(
-            _Labeler,
-            fn_constructor_args=(run_ref, done_ref, str(folder.resolve()), format_of(input) == "parquet", strip),
-            batch_size=batch_size,
-            batch_format="pyarrow",
-            concurrency=workers,
-            num_cpus=1,
-            max_restarts=2,  # a killed worker is replaced and its batch retried (its part is named by its ids)
-            max_task_retries=2,
-        )
-        for batch in labeled.iter_batches(batch_size=None, batch_format="pyarrow"):
-            if progress:
-                progress(sum(batch.column("n").to_pylist()))
+            say(f"labeling on Ray: up to {workers} workers, batches of {batch_size}, parts in {folder}")
+        with warnings.catch_warnings():  # Ray's deprecation and tuning notes are not the user's business
+            warnings.simplefilter("ignore")
+            ds = _dataset(input, records, done, batch_size, workers)
+            # Ray Data restarts a dead actor and retries its batch (a retried batch replaces its own part).
+            labeled = ds.map_batches(
+                _Labeler,
+                # refs inside a list: each worker fetches the run itself, once (not re-sent with every restart)
+                fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), format_of(input) == "parquet", strip),
+                batch_size=batch_size,
+                batch_format="pyarrow",
+                compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers),
+                num_cpus=1,
+            )
+            for batch in labeled.iter_batches(batch_size=None, batch_format="pyarrow"):
+                if progress:
+                    progress(sum(batch.column("n").to_pylist()))
     finally:
         if started:
             ray.shutdown()
 
 
-def _dataset(input: Path, records: list[Record], done: set[str]):
+def _dataset(input: Path, records: list[Record], done: set[str], batch_size: int, workers: int):
     import ray.data
 
     if format_of(input) == "parquet":
         return ray.data.read_parquet(str(input.resolve()))
     todo = [{"text": json.dumps(r.to_dict(), ensure_ascii=False)} for r in records if r.id not in done]
-    return ray.data.from_items(todo, override_num_blocks=max(1, min(len(todo) // 1000, 200)))
+    return ray.data.from_items(todo, override_num_blocks=min(200, max(workers, -(-len(todo) // batch_size))))
 
 
 class _Labeler:
     """One Ray actor: the fitted run loaded once, then batch after batch labeled and written as a part."""
 
-    def __init__(self, run_ref, done_ref, folder: str, parquet: bool, strip: list[str]):
+    def __init__(self, refs: list, folder: str, parquet: bool, strip: list[str]):
         import ray
 
-        self.run: FittedRun = ray.get(run_ref)
-        self.done: set[str] = ray.get(done_ref)
+        self.run: FittedRun = ray.get(refs[0])
+        self.done: set[str] = ray.get(refs[1])
         self.folder = Path(folder)
         self.parquet = parquet  # rows as Ray read them from the file, else the driver's records as JSON texts
         self.strip = strip  # the label fields an input may carry, never used for prediction
