@@ -353,13 +353,19 @@ def _umask() -> int:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write via a temp file in the same folder + rename: readers never see half a file."""
+    atomic_write_lines(path, [text])
+
+
+def atomic_write_lines(path: str | Path, pieces: Iterable[str]) -> None:
+    """atomic_write_text for text made piece by piece: a large file is never one string in memory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a data file gets the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            for piece in pieces:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -106,7 +106,8 @@ def _check_same_run(folder: Path, signature: str, signature_parts: dict[str, str
         raise RunError(str(e)) from None
     if then.get("signature") == signature:
         return
-    old = then.get("parts") if isinstance(then.get("parts"), dict) else {}
+    old = then.get("parts")
+    old = old if isinstance(old, dict) else {}
     changed = sorted(k for k in set(old) | set(signature_parts) if old.get(k) != signature_parts.get(k))
     raise RunError(
         f"{folder}: parts from a run with different arguments exist ({', '.join(changed) or 'the arguments'} "

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,7 +24,15 @@ from classify.classifiers.base import Classifier, Prediction
 from classify.core import labelrow
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
-from classify.core.records import Record, atomic_write_text, line_problems, read_json_lines, write_rows
+from classify.core.records import (
+    Record,
+    atomic_write_lines,
+    atomic_write_text,
+    line_problems,
+    output_format,
+    read_json_lines,
+    write_rows,
+)
 from classify.labeling.block import DEFAULT_KEEP, FieldsFn, FittedRun, default_fields, label_block
 from classify.labeling.block import label_fields as label_fields  # re-exported: callers import it from here
 
@@ -202,6 +210,12 @@ def label_run(
         if not done_rows and not read_checkpoint(part, signature):
             part.unlink(missing_ok=True)
         raise
+    if output_format(out) == "jsonl" and _stream_checkpoint(part, records, out):
+        # The checkpoint holds the rows in input order (resumed rows are a prefix of it): copied line by
+        # line, and counted from the file, the rows are never all in memory at once.
+        part.unlink()
+        with out.open(encoding="utf-8") as f:
+            return count_rows(summary, (json.loads(line) for line in f), run)
     all_rows = {r["id"]: r for r in read_checkpoint(part, signature)}
     ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
     write_rows(out, ordered)
@@ -209,16 +223,50 @@ def label_run(
     return count_rows(summary, ordered, run)
 
 
-def count_rows(summary: RunSummary, rows: list[dict[str, Any]], run: FittedRun) -> RunSummary:
-    """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made them."""
-    for d in run.clf.taxonomy.dimension_ids:
-        summary.invalid[d] = sum(1 for r in rows if labelrow.is_invalid(r, d))
-    summary.screened_out = sum(1 for r in rows if not labelrow.is_failure_report(r))
-    summary.labeled = len(rows) - summary.resumed
-    for d in [*run.dims, "screening"]:
-        statuses = Counter(labelrow.status(r, d) for r in rows)
-        if any(statuses.get(s) for s in labelrow.ROUTED):
-            summary.routing[d] = {s.value: statuses.get(s, 0) for s in labelrow.ROUTED}
+def _stream_checkpoint(part: Path, records: list[Record], out: Path) -> bool:
+    """Write `out` from the checkpoint's lines when they are exactly one row per record in input order
+    (always, for a checkpoint this module wrote); False, and `out` untouched, when they are not."""
+
+    class OutOfOrder(Exception):
+        pass
+
+    def lines() -> Iterator[str]:
+        ids = iter(records)
+        with part.open(encoding="utf-8") as f:
+            next(f, None)  # the header
+            for line in f:
+                r = next(ids, None)
+                if r is None or json.loads(line).get("id") != r.id:
+                    raise OutOfOrder
+                yield line if line.endswith("\n") else line + "\n"
+        if next(ids, None) is not None:
+            raise OutOfOrder
+
+    try:
+        atomic_write_lines(out, lines())
+    except OutOfOrder:
+        return False
+    return True
+
+
+def count_rows(summary: RunSummary, rows: Iterable[dict[str, Any]], run: FittedRun) -> RunSummary:
+    """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made
+    them; in one pass, so `rows` may be a stream."""
+    dims = run.clf.taxonomy.dimension_ids
+    invalid: Counter[str] = Counter()
+    statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
+    n = 0
+    for r in rows:
+        n += 1
+        invalid.update(d for d in dims if labelrow.is_invalid(r, d))
+        summary.screened_out += not labelrow.is_failure_report(r)
+        for d, c in statuses.items():
+            c[labelrow.status(r, d)] += 1
+    summary.invalid = {d: invalid.get(d, 0) for d in dims}
+    summary.labeled = n - summary.resumed
+    for d, seen in statuses.items():
+        if any(seen.get(s) for s in labelrow.ROUTED):
+            summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
     summary.provenance = run.provenance
     return summary
 
