@@ -119,3 +119,16 @@ def test_a_parts_folder_is_only_for_the_ray_engine(small, tmp_path):
 
     with pytest.raises(UsageError, match="--engine ray"):
         label_file("tfidf-logreg", small, f"{tmp_path / 'labels'}/")
+
+
+def test_a_folder_of_other_files_is_neither_used_nor_removed(ray_local, small, tmp_path):
+    from classify.labeling.pipeline import label_file
+    from classify.labeling.resumable import RunError
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    for force in (False, True):
+        with pytest.raises(RunError, match="holds no classify run"):
+            label_file("tfidf-logreg", small, f"{folder}/", engine="ray", force=force)
+    assert (folder / "notes.txt").read_text() == "keep me"

@@ -112,8 +112,10 @@ def label_file(
     out = Path(out)
     if partitioned and engine != "ray":
         raise UsageError(f"--out {out}/: a folder of Parquet parts is written by --engine ray; give a file")
-    if partitioned and labelparts.is_parts_folder(out) and not force:
-        if labelparts.read_run(out).get("complete"):
+    if partitioned and out.exists():
+        if not labelparts.is_parts_folder(out) and any(out.iterdir()):  # never written into, nor removed
+            raise RunError(f"{out}: a folder that holds no classify run; give an empty or new folder")
+        if labelparts.is_parts_folder(out) and labelparts.read_run(out).get("complete") and not force:
             raise RunError(f"{out} holds a finished run; pass --force to overwrite it")
     elif out.exists() and not force:
         raise RunError(f"{out} exists; pass --force to overwrite it")

@@ -69,7 +69,7 @@ def label_with_ray(
     taxonomy's dimensions, whose labels in the input are dropped before prediction (as a local run does)."""
     strip = strip if strip is not None else run.clf.taxonomy.dimension_ids
     folder = parts_folder(out, partitioned)
-    if force and folder.exists():
+    if force and labelparts.is_parts_folder(folder):  # never a folder this toolkit did not write
         shutil.rmtree(folder)
     if labelparts.is_parts_folder(folder):
         _check_same_run(folder, signature, signature_parts)
