@@ -51,12 +51,11 @@ def run_cmd(
     ] = "labels.jsonl",
     engine: Annotated[
         str,
-        typer.Option(
-            "--engine", help="local (this process, checkpointed) or ray (Ray Data workers; docs/scale.md)."
-        ),
+        typer.Option("--engine", help="local (this process, checkpointed) or ray (Ray Data workers; docs/scale.md)."),
     ] = "local",
     ray_address: Annotated[
-        Optional[str], typer.Option("--ray-address", help="With --engine ray: a Ray cluster's address (default: a local Ray).")
+        Optional[str],
+        typer.Option("--ray-address", help="With --engine ray: a Ray cluster's address (default: a local Ray)."),
     ] = None,
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
