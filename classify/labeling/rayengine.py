@@ -145,7 +145,6 @@ def _init_ray(address: str | None) -> bool:
         return False
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # no "starting execution" lines on the terminal
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # nor the C++ core's notes
     try:
         if address:
             ray.init(address=address, **kw)
