@@ -23,7 +23,7 @@ UNCHECKED_EXTRAS = {"dev"}
 RUNTIME_ONLY: dict[str, str] = {}
 # Import names of optional distributions that may not be installed here (packages_distributions()
 # only knows installed ones): import name -> distribution.
-NOT_INSTALLED = {"llama_cpp": "llama-cpp-python"}
+NOT_INSTALLED = {"llama_cpp": "llama-cpp-python", "ray": "ray"}
 
 
 def _norm(name: str) -> str:

@@ -43,13 +43,22 @@ def run_cmd(
         ),
     ] = None,
     out: Annotated[
-        Path,
+        str,
         typer.Option(
             "--out",
             "-o",
-            help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face dataset).",
+            help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face "
+            "dataset; with --engine ray, DIR/ keeps the Parquet parts as the output).",
         ),
-    ] = Path("labels.jsonl"),
+    ] = "labels.jsonl",
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="local (this process, checkpointed) or ray (Ray Data workers; docs/scale.md)."),
+    ] = "local",
+    ray_address: Annotated[
+        Optional[str],
+        typer.Option("--ray-address", help="With --engine ray: a Ray cluster's address (default: a local Ray)."),
+    ] = None,
     gold: GoldPath = None,
     label_column: LabelColumns = None,
     taxonomy: TaxonomyPath = None,
@@ -113,6 +122,8 @@ def run_cmd(
     from classify.labeling.pipeline import Progress, estimate_labeling, label_file
     from classify.labeling.resumable import DEFAULT_KEEP
 
+    if ray_address and engine != "ray":
+        fail("--ray-address: only with --engine ray")
     options = model_options(
         encoder, no_discussion, opt, seed=seed, progress=False, batch_size=batch_size, llm=llm, model=model
     )
@@ -164,6 +175,8 @@ def run_cmd(
             target_kappa=target_kappa,
             targets=targets,
             keep=kept,
+            engine=engine,
+            ray_address=ray_address,
             progress=Progress(
                 log=lambda m: err.print(m, markup=False, highlight=False),
                 encoded=enc_bar.update,
@@ -174,7 +187,11 @@ def run_cmd(
     except KeyboardInterrupt:
         from classify.labeling.resumable import partial_path
 
-        part = partial_path(out)
+        if engine == "ray":
+            err.print("interrupted: finished Parquet parts are kept; the same command resumes from them", markup=False)
+            raise typer.Exit(130) from None
+
+        part = partial_path(Path(out))
         n = max(0, len(part.read_text(encoding="utf-8").splitlines()) - 1) if part.exists() else 0
         err.print(
             f"interrupted: {n} labeled rows are kept in {part}; the same command resumes from there"

@@ -29,6 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypedDict
 
+from classify.core import labelparts
 from classify.core.causeshown import NONE_SHOWN
 from classify.core.errors import ClassifyError
 from classify.core.records import RecordsError, read_rows
@@ -287,8 +288,8 @@ def read_label_rows(
     path: str | Path, tax: Taxonomy | None = None, *, error: type[ClassifyError] = LabelRowError
 ) -> list[dict[str, Any]]:
     """The rows of a labels file, checked: usable and unique ids, and with `tax` labels it knows."""
-    try:
-        rows = read_rows(path)
+    try:  # a labels file, or the Parquet parts folder of a partitioned run (core.labelparts)
+        rows = labelparts.read_parts(Path(path)) if labelparts.is_parts_folder(Path(path)) else read_rows(path)
     except RecordsError as e:
         raise error(str(e)) from e
     check_ids(rows, path, error=error)

@@ -253,13 +253,12 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
         raise RecordsError(f"{path}: cannot read parquet: {e}") from None
     # A DataFrame written with its index keeps it as a column named like this; it is not data.
     keep = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
-    rows = []
-    for raw in table.select(keep).to_pylist():
-        row = {}
-        for k, v in raw.items():
-            row[str(k)] = _nested(k, _plain(v))
-        rows.append(row)
-    return rows
+    return [parquet_row(raw) for raw in table.select(keep).to_pylist()]
+
+
+def parquet_row(raw: dict[str, Any]) -> dict[str, Any]:
+    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed)."""
+    return {str(k): _nested(k, _plain(v)) for k, v in raw.items() if not re.fullmatch(r"__index_level_\d+__", str(k))}
 
 
 _TEXT_FIELDS = ("title", "body", "discussion")
@@ -402,13 +401,19 @@ def _umask() -> int:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write via a temp file in the same folder + rename: readers never see half a file."""
+    atomic_write_lines(path, [text])
+
+
+def atomic_write_lines(path: str | Path, pieces: Iterable[str]) -> None:
+    """atomic_write_text for text made piece by piece: a large file is never one string in memory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a data file gets the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            for piece in pieces:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -8,25 +8,28 @@ screened first), resumably, with provenance on every row.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
-from classify.core import labelrow, paths
+from classify.classifiers.foldmodels import FoldModels
+from classify.core import labelparts, labelrow, paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.progress import Progress
 from classify.core.records import CORE_FIELDS, read_records
 from classify.core.taxonomy import load_taxonomy
+from classify.labeling.block import FieldsFn, FittedRun, default_fields
 from classify.labeling.resumable import (
     DEFAULT_KEEP,
     RunError,
     RunSummary,
     input_fingerprint,
-    label_records,
+    label_run,
     output_lock,
     part_hashes,
     partial_path,
@@ -35,7 +38,9 @@ from classify.labeling.resumable import (
     run_signature,
     strip_label_fields,
 )
-from classify.labeling.routing import FoldModels, Router, make_router, parse_targets, routable_dimensions
+from classify.labeling.routing import Router, make_router, parse_targets, routable_dimensions
+
+ENGINES = ("local", "ray")
 
 
 def _check_out(out: Path, inputs: list[Path | None]) -> None:
@@ -70,6 +75,8 @@ def label_file(
     targets: dict[str, float] | None = None,
     keep: tuple[str, ...] = DEFAULT_KEEP,
     progress: Progress | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> RunSummary:
     """Train `model` on gold and write one labeled row per record of `input` to `out` (.jsonl, .csv,
     .parquet, or a dataset folder), in input order. Resumable: an interrupted run started again with the
@@ -85,19 +92,36 @@ def label_file(
     it alone at that agreement with the coders, `<dim>_status` says auto / review / none_shown, and
     `<dim>_suggestion` always holds the model's top label. Thresholds come from the model's gold
     profile (cross-validation on gold, cached). Without targets nothing is routed.
+
+    `engine`: "local" (this process, checkpointed) or "ray" (Ray Data workers, `ray_address` a cluster's
+    or None for a local Ray; classify.labeling.rayengine). Both make rows with classify.labeling.block.
     """
     t0 = time.perf_counter()
     progress = progress or Progress()
     input = Path(input) if input else paths.default_input()
+    partitioned = str(out).endswith(("/", os.sep)) or (Path(out).is_dir() and Path(out).suffix != ".hf")
     out = Path(out)
+    if partitioned and engine != "ray":
+        raise UsageError(f"--out {out}/: a folder of Parquet parts is written by --engine ray; give a file")
+    if partitioned and out.exists():
+        if not labelparts.is_parts_folder(out) and any(out.iterdir()):  # never written into, nor removed
+            raise RunError(f"{out}: a folder that holds no classify run; give an empty or new folder")
+        if labelparts.is_parts_folder(out) and labelparts.read_run(out).get("complete") and not force:
+            raise RunError(f"{out} holds a finished run; pass --force to overwrite it")
+    elif out.exists() and not force:
+        raise RunError(f"{out} exists; pass --force to overwrite it")
     if chunk_size < 1:
         raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
-    if out.exists() and not force:
-        raise RunError(f"{out} exists; pass --force to overwrite it")
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine}: unknown engine (known: {', '.join(ENGINES)})")
+    if engine == "ray":
+        from classify.labeling.rayengine import require_ray
+
+        require_ray()  # a missing extra fails now, not after training
     # Refused now, not after hours of labeling: the final write would fail on these.
     if out.suffix == ".hf" and out.exists() and not out.is_dir():
         raise RunError(f"{out} is a file; a .hf output is a dataset folder")
-    if out.is_dir() and out.suffix != ".hf":
+    if out.is_dir() and out.suffix != ".hf" and not partitioned:
         raise RunError(f"{out} is a folder; give a file (.jsonl, .csv, .parquet) or a dataset folder ending in .hf")
     say = progress.log or (lambda msg: None)
     # Held for the whole run: a second run on this output is refused at once (resumable.output_lock).
@@ -140,7 +164,7 @@ def label_file(
         signature = run_signature(sig_parts)
         if partial_path(out).exists():  # a checkpoint of other arguments is refused before any training
             read_checkpoint(partial_path(out), signature, part_hashes(sig_parts))
-        fields: dict[str, Any] = {}
+        row_fields: FieldsFn = default_fields
         screen_fields = None
         s_router_used: Router | None = None
         try:
@@ -164,7 +188,7 @@ def label_file(
                 train_gold = router.training_gold  # with the "cause shown" decisions the thresholds assume
                 clf.close()
                 clf = router.labeling_model(model, options)
-                fields["fields"] = router.fields
+                row_fields = router.fields
             n_models = f"{len(set(clf.folds))} fold models of " if isinstance(clf, FoldModels) else ""
             say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
             clf.fit(train_gold.records, train_gold.labels)
@@ -180,24 +204,29 @@ def label_file(
                 prov.update(
                     labelrow.screening_fields(screen_model, s_tax.label, s_gold.hash, screen_clf.options.run_meta())
                 )
-            summary = label_records(
+            run = FittedRun(
                 clf,
-                records,
-                out,
                 prov,
-                signature,
-                chunk_size=chunk_size,
-                progress=progress.labeled,
-                screen=screen_fn,
-                prepare_progress=progress.encoded,
-                screen_prepare=screen_clf.prepare if screen_clf is not None else None,
-                screen_fields=screen_fields,
-                dims=routable if routed else dims,
-                keep=keep,
-                signature_parts=part_hashes(sig_parts),
-                routed=bool(routed),
-                **fields,
+                routable if routed else dims,
+                keep,
+                row_fields,
+                screen_fn,
+                screen_clf.prepare if screen_clf is not None else None,
+                screen_fields,
+                bool(routed),
             )
+            if engine == "ray":
+                from classify.labeling.rayengine import label_with_ray
+
+                summary = label_with_ray(
+                    run, Path(input), records, out, signature, part_hashes(sig_parts), chunk_size=chunk_size,
+                    progress=progress.labeled, address=ray_address, models=[clf, screen_clf], say=say,
+                    partitioned=partitioned, force=force, strip=dims,
+                )  # fmt: skip
+            else:
+                summary = label_run(
+                    run, records, out, signature, chunk_size, progress.labeled, progress.encoded, part_hashes(sig_parts)
+                )
             summary.model_stats = clf.stats
         finally:
             clf.close()

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,12 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier, Prediction
-from classify.core import labelrow, screening
+from classify.core import labelrow
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
-from classify.core.records import CORE_FIELDS, Record, atomic_write_text, line_problems, read_json_lines, write_rows
-
-DEFAULT_KEEP = ("title", "url")  # input fields copied to every row, so a spot-check needs no join
+from classify.core.records import (
+    Record,
+    atomic_write_lines,
+    atomic_write_text,
+    line_problems,
+    output_format,
+    read_json_lines,
+    write_rows,
+)
+from classify.labeling.block import DEFAULT_KEEP, FieldsFn, FittedRun, default_fields, label_block
+from classify.labeling.block import label_fields as label_fields  # re-exported: callers import it from here
 
 
 class RunError(ClassifyError, RuntimeError):
@@ -125,35 +133,6 @@ def read_checkpoint(path: Path, signature: str, parts: dict[str, str] | None = N
     return [ln.value for ln in got.lines[1:]]
 
 
-def label_fields(preds: dict[str, Prediction]) -> dict[str, Any]:
-    """One record's label fields, from its prediction per dimension."""
-    row: dict[str, Any] = {}
-    for d, p in preds.items():
-        row[d] = p.label
-        row.update(
-            labelrow.answer_fields(
-                d,
-                confidence=p.confidence,
-                proba=p.proba,
-                rationale=p.rationale,
-                invalid=p.status != "ok",
-                raw=p.raw,
-                extra=p.extra,
-            )
-        )
-    return row
-
-
-# Turns a chunk's predictions ({dim: [Prediction per record]}) into label fields per record; the
-# default is `label_fields`, `classify run --target-kappa` routes (classify.labeling.routing).
-FieldsFn = Callable[[dict[str, list[Prediction]]], list[dict[str, Any]]]
-
-
-def _default_fields(preds: dict[str, list[Prediction]]) -> list[dict[str, Any]]:
-    n = len(next(iter(preds.values()))) if preds else 0
-    return [label_fields({d: preds[d][i] for d in preds}) for i in range(n)]
-
-
 def label_records(
     clf: Classifier,
     records: list[Record],
@@ -165,7 +144,7 @@ def label_records(
     screen: Callable[[list[Record]], list[Prediction]] | None = None,
     prepare_progress: Callable[[int], None] | None = None,
     screen_prepare: Callable[..., None] | None = None,
-    fields: FieldsFn = _default_fields,
+    fields: FieldsFn = default_fields,
     screen_fields: Callable[[list[Prediction]], list[dict[str, Any]]] | None = None,
     dims: list[str] | None = None,
     keep: tuple[str, ...] = DEFAULT_KEEP,
@@ -179,6 +158,21 @@ def label_records(
     pre-encoding with the labeling model would also encode records screened out.
     """
     dims = dims or clf.taxonomy.dimension_ids  # the label fields a screened-out row holds empty
+    run = FittedRun(clf, provenance, dims, keep, fields, screen, screen_prepare, screen_fields, routed)
+    return label_run(run, records, out, signature, chunk_size, progress, prepare_progress, signature_parts)
+
+
+def label_run(
+    run: FittedRun,
+    records: list[Record],
+    out: Path,
+    signature: str,
+    chunk_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+    prepare_progress: Callable[[int], None] | None = None,
+    signature_parts: dict[str, str] | None = None,
+) -> RunSummary:
+    """`label_records` for a run already assembled (classify.labeling.block): the local engine."""
     part = partial_path(out)
     done_rows = read_checkpoint(part, signature, signature_parts) if part.exists() else []
     done = {r["id"] for r in done_rows}
@@ -201,12 +195,10 @@ def label_records(
         with part.open("a", encoding="utf-8") as f:
             for bstart in range(0, len(todo), block):
                 todo_block = todo[bstart : bstart + block]
-                prepare = clf.prepare if screen is None else screen_prepare
-                if prepare is not None:
-                    prepare(todo_block, progress=prepare_progress)
+                run.prepare(todo_block, progress=prepare_progress)
                 for start in range(0, len(todo_block), chunk_size):
                     chunk = todo_block[start : start + chunk_size]
-                    rows = _label_chunk(clf, chunk, provenance, screen, fields, screen_fields, dims, keep, routed)
+                    rows = label_block(run, chunk, prepared=True)
                     for row in rows:
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
                     f.flush()
@@ -218,68 +210,65 @@ def label_records(
         if not done_rows and not read_checkpoint(part, signature):
             part.unlink(missing_ok=True)
         raise
+    if output_format(out) == "jsonl" and _stream_checkpoint(part, records, out):
+        # The checkpoint holds the rows in input order (resumed rows are a prefix of it): copied line by
+        # line, and counted from the file, the rows are never all in memory at once.
+        part.unlink()
+        with out.open(encoding="utf-8") as f:
+            return count_rows(summary, (json.loads(line) for line in f), run)
     all_rows = {r["id"]: r for r in read_checkpoint(part, signature)}
     ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
     write_rows(out, ordered)
     part.unlink()
-    for d in clf.taxonomy.dimension_ids:
-        summary.invalid[d] = sum(1 for r in ordered if labelrow.is_invalid(r, d))
-    summary.screened_out = sum(1 for r in ordered if not labelrow.is_failure_report(r))
-    summary.labeled = len(ordered) - summary.resumed
-    for d in [*dims, "screening"]:
-        statuses = Counter(labelrow.status(r, d) for r in ordered)
-        if any(statuses.get(s) for s in labelrow.ROUTED):
-            summary.routing[d] = {s.value: statuses.get(s, 0) for s in labelrow.ROUTED}
-    summary.provenance = provenance
+    return count_rows(summary, ordered, run)
+
+
+def _stream_checkpoint(part: Path, records: list[Record], out: Path) -> bool:
+    """Write `out` from the checkpoint's lines when they are exactly one row per record in input order
+    (always, for a checkpoint this module wrote); False, and `out` untouched, when they are not."""
+
+    class OutOfOrder(Exception):
+        pass
+
+    def lines() -> Iterator[str]:
+        ids = iter(records)
+        with part.open(encoding="utf-8") as f:
+            next(f, None)  # the header
+            for line in f:
+                r = next(ids, None)
+                if r is None or json.loads(line).get("id") != r.id:
+                    raise OutOfOrder
+                yield line if line.endswith("\n") else line + "\n"
+        if next(ids, None) is not None:
+            raise OutOfOrder
+
+    try:
+        atomic_write_lines(out, lines())
+    except OutOfOrder:
+        return False
+    return True
+
+
+def count_rows(summary: RunSummary, rows: Iterable[dict[str, Any]], run: FittedRun) -> RunSummary:
+    """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made
+    them; in one pass, so `rows` may be a stream."""
+    dims = run.clf.taxonomy.dimension_ids
+    invalid: Counter[str] = Counter()
+    statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
+    n = 0
+    for r in rows:
+        n += 1
+        invalid.update(d for d in dims if labelrow.is_invalid(r, d))
+        summary.screened_out += not labelrow.is_failure_report(r)
+        for d, c in statuses.items():
+            c[labelrow.status(r, d)] += 1
+    summary.invalid = {d: invalid.get(d, 0) for d in dims}
+    summary.labeled = n - summary.resumed
+    for d, seen in statuses.items():
+        if any(seen.get(s) for s in labelrow.ROUTED):
+            summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
+    summary.provenance = run.provenance
     return summary
-
-
-def _base(r: Record, keep: tuple[str, ...]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": r.id, "repo": r.repo}
-    for k in keep:
-        row[k] = getattr(r, k) if k in CORE_FIELDS else r.fields.get(k)
-    return row
-
-
-def _label_chunk(
-    clf,
-    chunk,
-    provenance,
-    screen,
-    fields: FieldsFn,
-    screen_fields,
-    dims: list[str],
-    keep: tuple[str, ...],
-    routed: bool = False,
-) -> list[dict]:
-    if screen is None:
-        return [{**_base(r, keep), **f, **provenance} for r, f in zip(chunk, fields(clf.predict(chunk)))]
-    decisions = screen(chunk)
-    if screen_fields is None:
-        decided = [
-            {"screening": d.label, **labelrow.answer_fields("screening", confidence=d.confidence)} for d in decisions
-        ]
-        kept = [i for i, d in enumerate(decisions) if d.label == screening.PASS]
-    else:  # routed: a doubtful screening decision is reviewed, and its record labeled for the reviewer
-        decided = screen_fields(decisions)
-        kept = [
-            i
-            for i, f in enumerate(decided)
-            if labelrow.suggestion(f, "screening") == screening.PASS
-            or labelrow.status(f, "screening") is labelrow.Status.REVIEW
-        ]
-    labeled = fields(clf.predict([chunk[i] for i in kept])) if kept else []
-    by_i = dict(zip(kept, labeled))
-    rows = []
-    for i, r in enumerate(chunk):
-        row = {**_base(r, keep), **decided[i]}
-        if i in by_i:
-            row.update(by_i[i])
-        else:  # screened out: no symptom or root cause
-            row.update(labelrow.screened_out_fields(dims, say_why=routed))
-        row.update(provenance)
-        rows.append(row)
-    return rows
 
 
 def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
