@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from classify.cli.common import (
+    PANEL_DATA,
+    PANEL_SCREEN,
+    PANEL_TRUST,
     BatchSize,
     EncoderName,
     GoldPath,
@@ -38,6 +40,7 @@ def run_cmd(
             "-i",
             help=f"Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: data/issues.jsonl "
             f"{paths.DEFAULTS_NOTE}).",
+            rich_help_panel=PANEL_DATA,
         ),
     ] = None,
     out: Annotated[
@@ -46,25 +49,40 @@ def run_cmd(
             "--out",
             "-o",
             help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face dataset).",
+            rich_help_panel=PANEL_DATA,
         ),
     ] = Path("labels.jsonl"),
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Overwrite an existing output and discard any checkpoint.")
+        bool,
+        typer.Option(
+            "--force", help="Overwrite an existing output and discard any checkpoint.", rich_help_panel=PANEL_DATA
+        ),
     ] = False,
-    chunk_size: Annotated[int, typer.Option("--chunk-size", min=1, help="Records per checkpointed chunk.")] = 256,
+    chunk_size: Annotated[
+        int, typer.Option("--chunk-size", min=1, help="Records per checkpointed chunk.", rich_help_panel=PANEL_DATA)
+    ] = 256,
     screen: Annotated[
         bool,
-        typer.Option("--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports."),
+        typer.Option(
+            "--screen",
+            help="Screen first (trained on gold/screening.jsonl); label only failure reports.",
+            rich_help_panel=PANEL_SCREEN,
+        ),
     ] = False,
     screen_model: Annotated[
-        Optional[str], typer.Option("--screen-model", help="Model spec for screening (default embed-logreg).")
+        Optional[str],
+        typer.Option(
+            "--screen-model", help="Model spec for screening (default embed-logreg).", rich_help_panel=PANEL_SCREEN
+        ),
     ] = None,
     screen_opt: Annotated[
         list[str],
         typer.Option(
-            "--screen-opt", help="Screening model option key=value (repeatable); --opt is the labeling model's only."
+            "--screen-opt",
+            help="Screening model option key=value (repeatable); --opt is the labeling model's only.",
+            rich_help_panel=PANEL_SCREEN,
         ),
     ] = [],  # noqa: B006
     target_kappa: Annotated[
@@ -76,17 +94,28 @@ def run_cmd(
             help="Give a label alone only where it keeps this kappa with the coders (95% guarantee; between 0 "
             "and 1, exclusive); the rest is marked review. Thresholds come from cross-validation on gold "
             "(cached). See docs/trust.md.",
+            rich_help_panel=PANEL_TRUST,
         ),
     ] = None,
     target: Annotated[
         list[str],
-        typer.Option("--target", help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa)."),
+        typer.Option(
+            "--target",
+            help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa).",
+            rich_help_panel=PANEL_TRUST,
+        ),
     ] = [],  # noqa: B006
     keep: Annotated[
         Optional[str],
-        typer.Option("--keep", help="Input fields copied to every row, comma-separated (default: title,url)."),
+        typer.Option(
+            "--keep",
+            help="Input fields copied to every row, comma-separated (default: title,url).",
+            rich_help_panel=PANEL_DATA,
+        ),
     ] = None,
-    no_keep: Annotated[bool, typer.Option("--no-keep", help="Copy no input field besides id and repo.")] = False,
+    no_keep: Annotated[
+        bool, typer.Option("--no-keep", help="Copy no input field besides id and repo.", rich_help_panel=PANEL_DATA)
+    ] = False,
     max_invalid: Annotated[
         float,
         typer.Option(
@@ -95,6 +124,7 @@ def run_cmd(
             max=1.0,
             help="Exit with status 1 when a dimension's share of invalid answers exceeds this (all invalid "
             "always fails). The rows are written either way.",
+            rich_help_panel=PANEL_TRUST,
         ),
     ] = 0.2,
     seed: Seed = 0,
@@ -106,9 +136,8 @@ def run_cmd(
     llm: LLMFlags,
 ) -> None:
     """Train on gold and label every record of --input, with provenance on each row. Resumable."""
-    from tqdm import tqdm
-
     from classify.classifiers.base import ModelOptions
+    from classify.core.progress import progress_bar
     from classify.labeling.pipeline import Progress, estimate_labeling, label_file
     from classify.labeling.resumable import DEFAULT_KEEP
 
@@ -138,9 +167,9 @@ def run_cmd(
         ):
             console.print(text)
         return
-    # delay: no empty bars above the training messages; totals arrive once the input is read
-    enc_bar = tqdm(total=None, desc="encoding", unit="rec", file=sys.stderr, delay=1)
-    bar = tqdm(total=None, desc="labeling", unit="rec", file=sys.stderr, delay=1)
+    # totals arrive once the input is read; off a terminal, plain lines (classify.core.progress)
+    enc_bar = progress_bar("encoding", "rec")
+    bar = progress_bar("labeling", "rec")
 
     def set_total(n: int) -> None:
         enc_bar.total = bar.total = n

@@ -76,7 +76,7 @@ def models_cmd(
     ] = None,
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
-    from classify.classifiers.base import known_specs, options_schema
+    from classify.classifiers.base import options_schema, spec_names
     from classify.core.paths import EVALS_DIR
 
     if options is None:
@@ -84,7 +84,7 @@ def models_cmd(
         t = Table(box=None, pad_edge=False, show_edge=False)
         for col in ("spec", "what it is", "s / 1000 rec", "reference kappa"):
             t.add_column(col, no_wrap=col != "what it is")
-        for s in known_specs():
+        for s in spec_names():  # built-ins are described by ABOUT: no classifier module is imported
             # a prefix spec takes a suffix: `openai:<model>`; an inline ensemble names its members
             name = s + ("A+B[+...]" if s == "ensemble:" else "<model>" if s.endswith(":") else "")
             r = ref.get(s)
