@@ -158,3 +158,25 @@ def test_progress_of_a_short_loop_off_a_terminal_says_nothing():
     with progress_bar("encoding", "texts", total=3, file=out) as bar:
         bar.update(3)
     assert out.getvalue() == ""
+
+
+@pytest.mark.slow
+def test_a_cold_eval_into_a_log_file_says_how_the_encoding_goes(tmp_path):
+    # issue 21 item 2: a cold `classify eval` encoded gold for minutes with no output into a log.
+    gold = tmp_path / "g.jsonl"
+    gold.write_text("".join((ROOT / "gold" / "reports.jsonl").read_text().splitlines(True)[:40]))
+    log = tmp_path / "eval.log"
+    with log.open("w") as f:
+        r = subprocess.run(
+            [sys.executable, "-m", "classify.cli", "eval", "-m", "embed-logreg", "--gold", str(gold), "-k", "2"]
+            + ["--n-boot", "100", "--out-dir", str(tmp_path / "evals")],
+            stdout=subprocess.DEVNULL,
+            stderr=f,
+            env=_env(tmp_path, CLASSIFY_PROGRESS_SECONDS="0"),
+            timeout=600,
+        )
+    text = log.read_text()
+    assert r.returncode == 0, text
+    lines = [line for line in text.splitlines() if line.startswith("encoding: ")]
+    assert lines and lines[-1].split(",")[0].endswith("texts (100%)"), text
+    assert "\r" not in text and "\x1b" not in text

@@ -352,7 +352,7 @@ def known_specs() -> list[str]:
 def spec_names() -> list[str]:
     """Every spec name this installation knows, like known_specs, without importing any classifier
     (`classify models` lists names; importing them all pulls in scikit-learn, torch and the rest)."""
-    return sorted(set(_REGISTRY) | {ep.name for ep in _entry_points()})
+    return sorted((set(_REGISTRY) | {ep.name for ep in _entry_points()}) - set(_FAILED))
 
 
 def validate_options(spec: str, taxonomy: Taxonomy, options: ModelOptions | None = None) -> Any:

@@ -3,7 +3,8 @@
 Redirected to a file or a CI log, a tqdm bar's carriage returns and cursor moves (`\\x1b[A` when
 two bars share the screen) become garbled, duplicated lines; and a library's bar that is simply
 switched off there leaves minutes without a word (a cold `classify eval` encoding gold). Off a
-terminal, `progress_bar` therefore writes a plain line at most every `INTERVAL` seconds:
+terminal, `progress_bar` therefore writes a plain line at most every `INTERVAL` seconds
+(`CLASSIFY_PROGRESS_SECONDS` sets another):
 
     encoding: 256/576 texts (44%), 41 s
 
@@ -12,11 +13,12 @@ and a closing line when it wrote any, so a short loop stays silent.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import IO, Any
 
-# Seconds between two plain lines off a terminal (tests set it to 0 to see every update).
+# Seconds between two plain lines off a terminal; CLASSIFY_PROGRESS_SECONDS sets another (0: every update).
 INTERVAL = 10.0
 
 
@@ -80,4 +82,8 @@ def progress_bar(desc: str, unit: str = "rec", total: int | None = None, file: I
 
         # delay: no empty bar above the messages that precede the first update
         return tqdm(total=total, desc=desc, unit=unit, file=out, delay=1)
-    return PlainProgress(desc, unit, total, out, INTERVAL)
+    try:
+        every = float(os.environ.get("CLASSIFY_PROGRESS_SECONDS", INTERVAL))
+    except ValueError:
+        every = INTERVAL
+    return PlainProgress(desc, unit, total, out, every)
