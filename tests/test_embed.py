@@ -29,3 +29,30 @@ def test_cache_keys_separate_models(tmp_path):
     c.put_many("m1", {"h": np.ones(3, dtype=np.float32)})
     assert c.get_many("m2", ["h"]) == {}
     assert np.array_equal(c.get_many("m1", ["h", "h"])["h"], np.ones(3))
+
+
+@pytest.mark.slow
+def test_encoding_off_a_terminal_prints_plain_progress_lines(tmp_path, capfd, monkeypatch):
+    # issue 21 item 2: a cold `classify eval` encoded gold for minutes without a word when stderr was
+    # a log file (the library's bar is drawn only on a terminal); now plain lines, no \r or escapes.
+    from classify.core import progress
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    texts = [f"report {i}: segfault in kernel {i}" for i in range(5)]
+    enc = Encoder(show_progress=True, cache=EmbeddingCache(tmp_path / "e.sqlite"))
+    enc.encode(texts, slice_size=2)
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("encoding:")]
+    assert [line.split(",")[0] for line in lines] == [
+        "encoding: 2/5 texts (40%)",
+        "encoding: 4/5 texts (80%)",
+        "encoding: 5/5 texts (100%)",
+    ]
+    assert "\r" not in err and "\x1b" not in err
+    # a caller watching with its own callback gets the counts, and no second display
+    seen: list[int] = []
+    enc.encode([*texts, "one more", "and another"], progress=seen.append, slice_size=2)
+    assert seen == [5, 2] and "encoding:" not in capfd.readouterr().err
+    # a quiet encoder says nothing
+    Encoder(show_progress=False, cache=EmbeddingCache(tmp_path / "f.sqlite")).encode(texts, slice_size=2)
+    assert capfd.readouterr().err == ""

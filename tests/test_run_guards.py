@@ -11,7 +11,7 @@ from fake_openai_server import FakeOpenAI
 from typer.testing import CliRunner
 
 from classify.cli.main import app
-from classify.labeling.pipeline import label_file
+from classify.labeling.pipeline import Progress, label_file
 from classify.labeling.resumable import RunError, output_lock
 
 runner = CliRunner()
@@ -173,13 +173,30 @@ def test_routed_run_details(small_input, tmp_path):
     assert r.exit_code == 2 and "--keep: give field names" in r.output
 
 
-def test_routed_screening_records_its_threshold_and_says_why_labels_are_empty(tmp_path):
+def test_routed_screening_records_its_threshold_and_says_why_labels_are_empty(tmp_path, monkeypatch):
     from conftest import ROOT
 
     inp = tmp_path / "in.jsonl"
     inp.write_text("".join((ROOT / "data" / "issues.jsonl").read_text().splitlines(True)[:30]))
+    # A project folder whose gold sets are the shipped ones cut to 300 records each: the same paths
+    # (two gold profiles, by cross-validation) in a third of the time of the full sets.
+    (tmp_path / "classify.toml").write_text("")
+    for name in ("reports.jsonl", "screening.jsonl"):
+        (tmp_path / "gold").mkdir(exist_ok=True)
+        (tmp_path / "gold" / name).write_text("".join((ROOT / "gold" / name).read_text().splitlines(True)[:300]))
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "s.jsonl"
-    s = label_file("tfidf-logreg", inp, out, screen=True, screen_model="tfidf-logreg", target_kappa=0.8)
+    said: list[str] = []
+    s = label_file(
+        "tfidf-logreg",
+        inp,
+        out,
+        screen=True,
+        screen_model="tfidf-logreg",
+        target_kappa=0.8,
+        progress=Progress(log=said.append),
+    )
+    assert any("on 300 screening records" in m for m in said), said  # the project folder's gold
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert set(rows[0]["routing"]) >= {"screening", "symptom", "root_cause"}
     assert s.routing["screening"]["auto"] + s.routing["screening"]["review"] == 30

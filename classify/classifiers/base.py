@@ -386,6 +386,12 @@ def known_specs() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def spec_names() -> list[str]:
+    """Every spec name this installation knows, like known_specs, without importing any classifier
+    (`classify models` lists names; importing them all pulls in scikit-learn, torch and the rest)."""
+    return sorted((set(_REGISTRY) | {ep.name for ep in _entry_points()}) - set(_FAILED))
+
+
 def validate_options(spec: str, taxonomy: Taxonomy, options: ModelOptions | None = None) -> Any:
     """Check `spec` and its options up front, building nothing heavy; return the typed options.
 

@@ -60,6 +60,19 @@ def fail(msg: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+# -- help panels: `--help` groups a command's options under these headings -------------------------
+PANEL_DATA = "Data"
+PANEL_MODEL = "Model"
+PANEL_LLM = "LLM (openai:, local: and ensembles with one)"
+PANEL_TRUST = "Trust: routing to review"
+PANEL_SCREEN = "Screening"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 dimension`, `2 dimensions` (`words`: an irregular plural, e.g. categories)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
 # -- options shared by several commands, declared once --------------------------------------------
 TaxonomyPath = Annotated[
     Optional[Path],
@@ -67,6 +80,7 @@ TaxonomyPath = Annotated[
         "--taxonomy",
         "-t",
         help=f"Codebook YAML (default: codebook/taxonomy-v1.yaml {DEFAULTS_NOTE}).",
+        rich_help_panel=PANEL_DATA,
     ),
 ]
 GoldPath = Annotated[
@@ -76,6 +90,7 @@ GoldPath = Annotated[
         "-g",
         help="Gold set: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: gold/reports.jsonl "
         f"{DEFAULTS_NOTE}).",
+        rich_help_panel=PANEL_DATA,
     ),
 ]
 LabelColumns = Annotated[
@@ -106,24 +121,36 @@ ModelSpec = Annotated[
         "--model",
         "-m",
         help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m.",
+        rich_help_panel=PANEL_MODEL,
     ),
 ]
 EncoderName = Annotated[
     Optional[str],
-    typer.Option("--encoder", help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2)."),
+    typer.Option(
+        "--encoder",
+        help="sentence-transformers model path or name (default: packaged all-MiniLM-L6-v2).",
+        rich_help_panel=PANEL_MODEL,
+    ),
 ]
 NoDiscussion = Annotated[
-    bool, typer.Option("--no-discussion", help="Encode title + body only (default: title + body + discussion).")
+    bool,
+    typer.Option(
+        "--no-discussion",
+        help="Encode title + body only (default: title + body + discussion).",
+        rich_help_panel=PANEL_MODEL,
+    ),
 ]
 ModelOpts = Annotated[
     list[str],
     typer.Option(
-        "--opt", help="Model option key=value (repeatable); `classify models --options SPEC` lists a spec's keys."
+        "--opt",
+        help="Model option key=value (repeatable); `classify models --options SPEC` lists a spec's keys.",
+        rich_help_panel=PANEL_MODEL,
     ),
 ]
 Folds = Annotated[int, typer.Option("--folds", "-k", min=2, help="Cross-validation folds.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Encoder batch size.")]
-Seed = Annotated[int, typer.Option("--seed", help="Seed for folds, models and bootstrap.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Encoder batch size.", rich_help_panel=PANEL_MODEL)]
+Seed = Annotated[int, typer.Option("--seed", help="Seed for folds, models and bootstrap.", rich_help_panel=PANEL_MODEL)]
 NBoot = Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples for kappa CIs.")]
 TaskOpt = Annotated[
     Task,
@@ -160,28 +187,45 @@ LLM_FLAGS: dict[str, Any] = {
         Optional[list[str]],
         typer.Option(
             "--base-url",
-            help="LLM: OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for replicas of one model "
+            help="OpenAI-compatible server, e.g. http://localhost:8000/v1; repeat it for replicas of one model "
             "(balanced, failing ones taken out).",
+            rich_help_panel=PANEL_LLM,
         ),
     ],
     "api_key_env": Annotated[
         Optional[str],
-        typer.Option("--api-key-env", help="LLM: environment variable holding the API key (default OPENAI_API_KEY)."),
+        typer.Option(
+            "--api-key-env",
+            help="Environment variable holding the API key (default OPENAI_API_KEY).",
+            rich_help_panel=PANEL_LLM,
+        ),
     ],
-    "strategy": Annotated[Optional[Strategy], typer.Option("--strategy", help="LLM: zero-shot (default) or few-shot.")],
+    "strategy": Annotated[
+        Optional[Strategy],
+        typer.Option("--strategy", help="Zero-shot (default) or few-shot.", rich_help_panel=PANEL_LLM),
+    ],
     "shots": Annotated[
-        Optional[int], typer.Option("--shots", min=1, help="LLM few-shot: examples per issue (default 4).")
+        Optional[int],
+        typer.Option("--shots", min=1, help="Few-shot: examples per issue (default 4).", rich_help_panel=PANEL_LLM),
     ],
     "rationale": Annotated[
         Optional[bool],
-        typer.Option("--rationale/--no-rationale", help="LLM: ask for a short rationale before the labels."),
+        typer.Option(
+            "--rationale/--no-rationale", help="Ask for a short rationale before the labels.", rich_help_panel=PANEL_LLM
+        ),
     ],
     "samples": Annotated[
         Optional[int],
-        typer.Option("--samples", min=1, help="LLM: self-consistency samples per issue (confidence = vote share)."),
+        typer.Option(
+            "--samples",
+            min=1,
+            help="Self-consistency samples per issue (confidence = vote share).",
+            rich_help_panel=PANEL_LLM,
+        ),
     ],
     "concurrency": Annotated[
-        Optional[int], typer.Option("--concurrency", min=1, help="LLM: requests in flight at once (default 4).")
+        Optional[int],
+        typer.Option("--concurrency", min=1, help="Requests in flight at once (default 4).", rich_help_panel=PANEL_LLM),
     ],
     "batch": Annotated[
         Optional[bool],
@@ -192,7 +236,12 @@ LLM_FLAGS: dict[str, Any] = {
         ),
     ],
     "dry_run": Annotated[
-        bool, typer.Option("--dry-run", help="LLM: print the request count and estimated tokens/cost, send nothing.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the request count and estimated tokens/cost, send nothing.",
+            rich_help_panel=PANEL_LLM,
+        ),
     ],
 }
 # CLI flag name -> the LLM option key it sets (--shots is the few-shot `k`).
@@ -318,6 +367,9 @@ class UserErrorGroup(TyperGroup):
                 raise
             fail(f"{e} (set CLASSIFY_DEBUG=1 for the traceback)")
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:
+            # `classify run --help | head`: the reader left. Not a bug: typer's main exits quietly.
             raise
         except Exception as e:
             from typer._click.exceptions import ClickException

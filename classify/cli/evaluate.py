@@ -281,11 +281,11 @@ def eval_cmd(
     spec = model
     if compare is None or model is not None:
         spec = model or DEFAULT_MODEL
-    if spec is not None and uses_llm(spec) and sys.stderr.isatty():
+    if spec is not None and uses_llm(spec):
         # LLM evaluations take minutes between folds: a bar over the records predicted.
-        from tqdm import tqdm
+        from classify.core.progress import progress_bar
 
-        bar = tqdm(total=None, desc="predicting", unit="rec", file=sys.stderr, delay=1)
+        bar = progress_bar("predicting", "rec")
 
     def expected(n: int) -> None:
         if bar is not None:

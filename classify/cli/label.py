@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from classify.cli.common import (
+    PANEL_DATA,
+    PANEL_SCREEN,
+    PANEL_TRUST,
     BatchSize,
     EncoderName,
     GoldPath,
@@ -40,6 +42,7 @@ def run_cmd(
             "-i",
             help=f"Records to label: JSONL, CSV, Parquet, or a Hugging Face dataset folder (default: data/issues.jsonl "
             f"{paths.DEFAULTS_NOTE}).",
+            rich_help_panel=PANEL_DATA,
         ),
     ] = None,
     out: Annotated[
@@ -49,6 +52,7 @@ def run_cmd(
             "-o",
             help="Output file; format by extension (.jsonl default, .csv, .parquet; a folder ending in .hf: a Hugging Face "
             "dataset; with --engine ray, DIR/ keeps the Parquet parts as the output).",
+            rich_help_panel=PANEL_DATA,
         ),
     ] = "labels.jsonl",
     engine: Annotated[
@@ -63,20 +67,34 @@ def run_cmd(
     label_column: LabelColumns = None,
     taxonomy: TaxonomyPath = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Overwrite an existing output and discard any checkpoint.")
+        bool,
+        typer.Option(
+            "--force", help="Overwrite an existing output and discard any checkpoint.", rich_help_panel=PANEL_DATA
+        ),
     ] = False,
-    chunk_size: Annotated[int, typer.Option("--chunk-size", min=1, help="Records per checkpointed chunk.")] = 256,
+    chunk_size: Annotated[
+        int, typer.Option("--chunk-size", min=1, help="Records per checkpointed chunk.", rich_help_panel=PANEL_DATA)
+    ] = 256,
     screen: Annotated[
         bool,
-        typer.Option("--screen", help="Screen first (trained on gold/screening.jsonl); label only failure reports."),
+        typer.Option(
+            "--screen",
+            help="Screen first (trained on gold/screening.jsonl); label only failure reports.",
+            rich_help_panel=PANEL_SCREEN,
+        ),
     ] = False,
     screen_model: Annotated[
-        Optional[str], typer.Option("--screen-model", help="Model spec for screening (default embed-logreg).")
+        Optional[str],
+        typer.Option(
+            "--screen-model", help="Model spec for screening (default embed-logreg).", rich_help_panel=PANEL_SCREEN
+        ),
     ] = None,
     screen_opt: Annotated[
         list[str],
         typer.Option(
-            "--screen-opt", help="Screening model option key=value (repeatable); --opt is the labeling model's only."
+            "--screen-opt",
+            help="Screening model option key=value (repeatable); --opt is the labeling model's only.",
+            rich_help_panel=PANEL_SCREEN,
         ),
     ] = [],  # noqa: B006
     target_kappa: Annotated[
@@ -88,17 +106,28 @@ def run_cmd(
             help="Give a label alone only where it keeps this kappa with the coders (95% guarantee; between 0 "
             "and 1, exclusive); the rest is marked review. Thresholds come from cross-validation on gold "
             "(cached). See docs/trust.md.",
+            rich_help_panel=PANEL_TRUST,
         ),
     ] = None,
     target: Annotated[
         list[str],
-        typer.Option("--target", help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa)."),
+        typer.Option(
+            "--target",
+            help="Per-dimension target kappa, dim=k (repeatable; overrides --target-kappa).",
+            rich_help_panel=PANEL_TRUST,
+        ),
     ] = [],  # noqa: B006
     keep: Annotated[
         Optional[str],
-        typer.Option("--keep", help="Input fields copied to every row, comma-separated (default: title,url)."),
+        typer.Option(
+            "--keep",
+            help="Input fields copied to every row, comma-separated (default: title,url).",
+            rich_help_panel=PANEL_DATA,
+        ),
     ] = None,
-    no_keep: Annotated[bool, typer.Option("--no-keep", help="Copy no input field besides id and repo.")] = False,
+    no_keep: Annotated[
+        bool, typer.Option("--no-keep", help="Copy no input field besides id and repo.", rich_help_panel=PANEL_DATA)
+    ] = False,
     max_invalid: Annotated[
         float,
         typer.Option(
@@ -107,6 +136,7 @@ def run_cmd(
             max=1.0,
             help="Exit with status 1 when a dimension's share of invalid answers exceeds this (all invalid "
             "always fails). The rows are written either way.",
+            rich_help_panel=PANEL_TRUST,
         ),
     ] = 0.2,
     seed: Seed = 0,
@@ -265,10 +295,10 @@ class PhaseBar:
         self.bar: Any = None
 
     def update(self, n: int) -> None:
-        from tqdm import tqdm
+        if self.bar is None:  # a tqdm bar on a terminal, plain lines in a log
+            from classify.core.progress import progress_bar
 
-        if self.bar is None:
-            self.bar = tqdm(total=self.total, desc=self.desc, unit="rec", file=sys.stderr, delay=1)
+            self.bar = progress_bar(self.desc, "rec", total=self.total)
         self.bar.update(n)
 
     def close(self) -> None:

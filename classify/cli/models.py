@@ -58,15 +58,17 @@ def reference_figures(leaderboard: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def _about(spec: str) -> str:
+def _about(spec: str) -> str | None:
+    """The spec's one-line description; None for a plugin that fails to load (left out of the list,
+    as known_specs leaves it out; its warning says why). Only a plugin's own module is imported."""
     if spec in ABOUT:
         return ABOUT[spec]
     from classify.classifiers.base import family
 
     try:
         doc = (family(spec + ("x" if spec.endswith(":") else "")).__doc__ or "").strip()
-    except Exception:  # a broken plugin: say so rather than fail the listing
-        return "plugin (failed to load)"
+    except Exception:
+        return None
     return doc.splitlines()[0] if doc else "plugin"
 
 
@@ -76,7 +78,7 @@ def models_cmd(
     ] = None,
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
-    from classify.classifiers.base import known_specs, options_schema
+    from classify.classifiers.base import options_schema, spec_names
     from classify.core.paths import EVALS_DIR
 
     if options is None:
@@ -84,13 +86,16 @@ def models_cmd(
         t = Table(box=None, pad_edge=False, show_edge=False)
         for col in ("spec", "what it is", "s / 1000 rec", "reference kappa"):
             t.add_column(col, no_wrap=col != "what it is")
-        for s in known_specs():
+        for s in spec_names():  # built-ins are described by ABOUT: no classifier module is imported
+            about = _about(s)
+            if about is None:
+                continue
             # a prefix spec takes a suffix: `openai:<model>`; an inline ensemble names its members
             name = s + ("A+B[+...]" if s == "ensemble:" else "<model>" if s.endswith(":") else "")
             r = ref.get(s)
             kappa = f"symptom {r['symptom']}, root cause {r['root_cause']}" if r else "-"
             speed = (r["speed"] if r and r["speed"] else "") or SPEED.get(s, "-")
-            t.add_row(name, _about(s), speed, kappa)
+            t.add_row(name, about, speed, kappa)
         console.print(t, highlight=False)
         console.print(
             "reference kappa and time: the spec's committed 5-fold CV run (evals/leaderboard.md names its gold); "

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from classify.cli.common import GoldPath, TaskOpt, TaxonomyPath, console
+from classify.cli.common import GoldPath, TaskOpt, TaxonomyPath, console, plural
 
 taxonomy_app = typer.Typer(no_args_is_help=True, help="Inspect and validate codebooks.")
 gold_app = typer.Typer(no_args_is_help=True, help="Inspect and validate gold sets.")
@@ -48,7 +48,7 @@ def taxonomy_validate(path: Path) -> None:
 
     tax = load_taxonomy(path)
     n = sum(len(d.categories) for d in tax.dimensions.values())
-    console.print(f"ok: {tax.label}, {len(tax.dimensions)} dimensions, {n} categories")
+    console.print(f"ok: {tax.label}, {plural(len(tax.dimensions), 'dimension')}, {plural(n, 'category', 'categories')}")
 
 
 @gold_app.command("stats")
@@ -107,4 +107,4 @@ def gold_validate(gold: GoldPath = None, taxonomy: TaxonomyPath = None, task: Ta
     from classify.core.goldfile import load_task
 
     tax, g = load_task(task, taxonomy, gold)
-    console.print(f"ok: {len(g)} records valid against {tax.label}")
+    console.print(f"ok: {plural(len(g), 'record')} valid against {tax.label}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ import numpy as np
 
 from classify.core.hashing import text_hash
 from classify.core.paths import cache_dir
+from classify.core.progress import progress_bar
 from classify.core.storage import SQLiteStore
 
 log = logging.getLogger("classify.storage")
@@ -28,12 +28,6 @@ DEFAULT_ENCODER_NAME = "all-MiniLM-L6-v2"
 # torch: sentence-transformers; onnx / onnx-int8: classify.encoders.onnx; model2vec: a static
 # table distilled from the same weights, classify.encoders.static.
 BACKENDS = ("torch", "onnx", "onnx-int8", "model2vec")
-
-
-def progress_bars_wanted(show: bool) -> bool:
-    """Draw a library's tqdm bar only on a terminal: redirected to a file or CI log, its carriage
-    returns and escape codes become one garbled line per update."""
-    return show and sys.stderr.isatty()
 
 
 @contextmanager
@@ -229,19 +223,21 @@ class Encoder:
             .encode(
                 texts,
                 batch_size=self.batch_size,
-                show_progress_bar=progress_bars_wanted(self.show_progress),
+                show_progress_bar=False,  # one bar over all slices instead: encode()
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
             .astype(np.float32)
         )
 
-    def encode(self, texts: list[str], progress=None, slice_size: int = 256) -> np.ndarray:
+    def encode(self, texts: list[str], progress=None, slice_size: int = 64) -> np.ndarray:
         """Embeddings for `texts` (rows L2-normalised), from the cache where possible.
 
         Misses are sorted by length and encoded in slices, each slice written to the cache as
         soon as it is done: padding stays as low as one big encode call, and an interrupted
-        run keeps every finished slice. `progress(n)` is called after each slice.
+        run keeps every finished slice; slices are small enough that progress moves every few seconds.
+        `progress(n)` is called after each slice; without it (and with show_progress) the encoder
+        shows its own bar (classify.core.progress: plain lines when stderr is not a terminal).
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
@@ -256,13 +252,21 @@ class Encoder:
         if missing:
             by_hash = {h: t for h, t in zip(hashes, texts)}
             missing.sort(key=lambda h: len(by_hash[h]), reverse=True)
-            for i in range(0, len(missing), slice_size):
-                part = missing[i : i + slice_size]
-                vecs = self._encode_raw([by_hash[h] for h in part])
-                self.n_encoded += len(part)
-                new = dict(zip(part, vecs))
-                self.cache.put_many(self.model_key, new)
-                found.update(new)
-                if progress:
-                    progress(len(part))
+            # The caller's callback when it watches; else a bar of our own (plain lines off a terminal).
+            bar = progress_bar("encoding", "texts", len(missing)) if progress is None and self.show_progress else None
+            try:
+                for i in range(0, len(missing), slice_size):
+                    part = missing[i : i + slice_size]
+                    vecs = self._encode_raw([by_hash[h] for h in part])
+                    self.n_encoded += len(part)
+                    new = dict(zip(part, vecs))
+                    self.cache.put_many(self.model_key, new)
+                    found.update(new)
+                    if progress:
+                        progress(len(part))
+                    if bar is not None:
+                        bar.update(len(part))
+            finally:
+                if bar is not None:
+                    bar.close()
         return np.stack([found[h] for h in hashes])
