@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import classify.classifiers.base as base
+import classify.classifiers.names as names
 from classify.classifiers.base import (
     Classifier,
     ModelOptions,
@@ -139,6 +140,7 @@ def test_plugins_register_through_entry_points_and_a_broken_one_only_warns(monke
         EntryPoint("not-a-classifier", "os:path", group),
     ]
     monkeypatch.setattr(base, "_entry_points", lambda: eps)
+    monkeypatch.setattr(names, "entry_points", lambda group: eps)  # what `classify models` lists
     monkeypatch.setattr(base, "_REGISTRY", {})
     monkeypatch.setattr(base, "_FAILED", {})
     monkeypatch.setattr(base, "_LOADED", False)

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
+from classify.classifiers.names import ENTRY_POINT_GROUP
 from classify.classifiers.options import (
     ModelSpecError,
     NoOptions,
@@ -65,7 +66,6 @@ __all__ = [
 
 log = logging.getLogger("classify")
 
-ENTRY_POINT_GROUP = "classify.classifiers"
 # Spec prefixes of the prompted-LLM classifiers (classify.classifiers.llm); everything else trains on gold.
 LLM_PREFIXES = ("openai:", "local:")
 
@@ -384,12 +384,6 @@ def known_specs() -> list[str]:
     """Every spec name this installation knows: built-ins and plugins (a name ending in ':' takes a suffix)."""
     _load_all()
     return sorted(_REGISTRY)
-
-
-def spec_names() -> list[str]:
-    """Every spec name this installation knows, like known_specs, without importing any classifier
-    (`classify models` lists names; importing them all pulls in scikit-learn, torch and the rest)."""
-    return sorted((set(_REGISTRY) | {ep.name for ep in _entry_points()}) - set(_FAILED))
 
 
 def validate_options(spec: str, taxonomy: Taxonomy, options: ModelOptions | None = None) -> Any:

@@ -78,7 +78,7 @@ def models_cmd(
     ] = None,
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
-    from classify.classifiers.base import options_schema, spec_names
+    from classify.classifiers.names import declared_spec_names
     from classify.core.paths import EVALS_DIR
 
     if options is None:
@@ -86,7 +86,9 @@ def models_cmd(
         t = Table(box=None, pad_edge=False, show_edge=False)
         for col in ("spec", "what it is", "s / 1000 rec", "reference kappa"):
             t.add_column(col, no_wrap=col != "what it is")
-        for s in spec_names():  # built-ins are described by ABOUT: no classifier module is imported
+        # built-ins are described by ABOUT: no classifier module is imported; a plugin that fails to load is
+        # left out by _about (its warning says why)
+        for s in declared_spec_names():
             about = _about(s)
             if about is None:
                 continue
@@ -103,6 +105,8 @@ def models_cmd(
             highlight=False,
         )
         return
+    from classify.classifiers.base import options_schema
+
     schema = options_schema(options)
     if not schema:
         console.print(f"{options}: no --opt keys", highlight=False)
