@@ -183,6 +183,28 @@ def test_gold_stats_reports_the_cause_shown_row_and_small_samples(tmp_path):
     assert "small sample" in r.output and "fewer than 30 items" in r.output
 
 
+def test_gold_stats_of_a_partly_double_coded_export_counts_only_items_both_coded(tmp_path):
+    """With --overlap < 1 the export has single-coded items (no coder_b): they are no "not shown"
+    of the missing pass, so they neither add a symptom_shown row nor pull the cause-shown kappa down."""
+    from classify.core.gold import load_gold
+    from classify.evaluation.agreement import coder_agreement
+
+    p = _project(tmp_path, n=12, overlap=0.5)
+    try:
+        for k, st in enumerate(p.states()):
+            for c in st.assigned:  # both coders agree on every item they share
+                p.add_code(st.id, c, L(["crash", "hang", "build_failure"][k % 3], None if k % 2 else "api_misuse"))
+        n_double = sum(len(s.assigned) == 2 for s in p.states())
+        assert 0 < n_double < 12
+        export(p, tmp_path / "gold.jsonl")
+    finally:
+        p.close()
+    rows = coder_agreement(load_gold(tmp_path / "gold.jsonl", p.taxonomy), n_boot=50)
+    assert "symptom_shown" not in rows
+    assert rows["symptom"]["n"] == n_double and rows["symptom"]["kappa"] == pytest.approx(1.0)
+    assert rows["root_cause_shown"]["n"] == n_double and rows["root_cause_shown"]["kappa"] == pytest.approx(1.0)
+
+
 # ------------------------------------------------------------------ 6. two servers on one project
 
 
