@@ -90,6 +90,23 @@ def test_published_shares_of_all_reports_are_compared_over_all_reports(tmp_path,
     assert row["estimate"] == 1.0 and row["verdict"] == "ours higher"
 
 
+def test_published_shares_of_all_reports_are_not_compared_with_ours_over_the_labeled_ones(tmp_path, taxonomy):
+    """An unrouted run leaves a cause null where the model names none: those reports are not in our
+    shares, so ours is over fewer reports than a study's share of all of them and reads high."""
+    rows = _rows(10, "triton", "crash", "compiler_defect") + _rows(30, "xformers", "crash", None)
+    st = corpus_stats(rows, taxonomy)
+    assert st["dimensions"]["root_cause_group"]["overall"]["n_missing"] == 30
+    ref_file = tmp_path / "ref.yaml"
+    shares = [{"dimension": "root_cause_group", "category": "compiler_build", "share": 0.27}]
+    ref_file.write_text(yaml.safe_dump({"source": "study", "n": 300, "shares": shares}))
+    row = compare_reference(st, load_reference(ref_file, taxonomy))[0]
+    assert row["estimate"] == 1.0  # 10 of the 10 labeled, though 10 of 40 reports
+    assert not row["same_denominator"] and row["verdict"].startswith("not comparable")
+    r, out = _report(tmp_path / "r", rows, "--reference", str(ref_file))
+    assert r.exit_code == 0, r.output
+    assert "the reports with a label (30 without one left out)" in (out / "report.html").read_text()
+
+
 def test_published_comparison_page_says_what_it_can_tell(tmp_path):
     ref = tmp_path / "ref.yaml"
     shares = [{"dimension": "symptom", "category": "crash", "share": 0.5}]
