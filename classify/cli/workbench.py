@@ -78,6 +78,12 @@ def export_cmd(
         console.print(
             f"left out {len(ids)} ({why}): {', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}", highlight=False
         )
+    if r.unsettled:
+        console.print(
+            f"coder_a / coder_b left out of every row: {len(r.unsettled)} items both coders coded are not settled, "
+            "and the coders' agreement over the settled ones alone would read high; adjudicate them and export again",
+            highlight=False,
+        )
     if r.queue:
         console.print(
             f"adjudications as review decisions: {r.queue} ({r.n_decisions} decisions, {r.n_proposals} codebook "

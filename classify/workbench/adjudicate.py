@@ -58,6 +58,9 @@ class ExportResult:
     queue: Path | None = None
     n_decisions: int = 0
     n_proposals: int = 0
+    # items both coders coded that are not settled: while any is, coder_a / coder_b are left out of
+    # every row (the file's coders' agreement would leave out exactly the disagreements and read high)
+    unsettled: list[str] = field(default_factory=list)
 
 
 def _coder_fields(st: ItemState) -> dict[str, Any]:
@@ -77,27 +80,32 @@ def _note(st: ItemState) -> str | None:
     return note
 
 
-def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[ItemState]]:
-    """Rows of every settled item in the shipped gold's format, why the others are left out, and the
-    adjudicated items."""
+def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[ItemState], list[str]]:
+    """Rows of every settled item in the shipped gold's format, why the others are left out, the
+    adjudicated items, and the unsettled items every assigned coder coded. While there is one, the
+    rows carry no coder passes: the open items are the disagreements (or changed codes), and
+    `gold stats` / eval over the passes of the settled items only would report a kappa near 1."""
     dims = project.dims
+    states = project.states()
+    unsettled = [st.id for st in states if st.complete and len(st.assigned) > 1 and st.final(dims) is None]
     rows, adjudicated = [], []
     open_items: dict[str, list[str]] = {}
-    for st in project.states():
+    for st in states:
         final = st.final(dims)
         if final is None:
             open_items.setdefault(st.open_reason(dims), []).append(st.id)
             continue
         row = {k: st.record.get(k) for k in CORE_FIELDS}
         row.update(final)
-        row.update(_coder_fields(st))
+        if not unsettled:
+            row.update(_coder_fields(st))
         note = _note(st)
         if note:
             row["adjudication_note"] = note
             adjudicated.append(st)
         row["coded_by"] = {k: n for k, n in zip(CODER_KEYS, st.assigned)}
         rows.append(row)
-    return rows, open_items, adjudicated
+    return rows, open_items, adjudicated, unsettled
 
 
 def check_out(project: Project, out: Path, force: bool = False) -> None:
@@ -121,7 +129,7 @@ def export(project: Project, out: str | Path, force: bool = False) -> ExportResu
     validated against the project's codebook first; the adjudications as a review queue beside it."""
     out = Path(out)
     check_out(project, out, force)
-    rows, open_items, adjudicated = gold_rows(project)
+    rows, open_items, adjudicated, unsettled = gold_rows(project)
     if not rows:
         waiting = "; ".join(f"{why}: {len(ids)}" for why, ids in open_items.items())
         raise ProjectError(f"nothing to export: no item is settled yet ({waiting})")
@@ -130,7 +138,7 @@ def export(project: Project, out: str | Path, force: bool = False) -> ExportResu
     if adjudicated:
         read_decisions(review_folder(out) / "decisions.jsonl")  # a broken file is refused before anything is written
     write_rows(out, rows)
-    res = ExportResult(out, len(rows), len(adjudicated), open_items)
+    res = ExportResult(out, len(rows), len(adjudicated), open_items, unsettled=unsettled)
     if adjudicated:
         res.queue, res.n_decisions, res.n_proposals = _write_review(project, out, adjudicated)
     return res

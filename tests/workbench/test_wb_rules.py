@@ -78,8 +78,9 @@ def test_recoding_after_seeing_the_other_code_changes_no_figure_and_goes_to_adju
     res = export(project, tmp_path / "g.jsonl")
     assert sorted(res.open_items["disagreement not adjudicated"]) == sorted(listed)
     i = ids[1]
-    assert ask(ca, "POST", f"/api/items/{i}/decision", {"labels": L("hang"), "note": "it hangs"})[0] == 201
-    export(project, tmp_path / "g2.jsonl")
+    for j in listed:  # every disagreement settled: the export carries the coders' passes again
+        assert ask(ca, "POST", f"/api/items/{j}/decision", {"labels": L("hang"), "note": "it hangs"})[0] == 201
+    assert export(project, tmp_path / "g2.jsonl").unsettled == []
     row = next(json.loads(x) for x in (tmp_path / "g2.jsonl").read_text().splitlines() if json.loads(x)["id"] == i)
     assert row["coder_a"]["symptom"] == "crash" and row["coder_b"]["symptom"] == "hang" and row["symptom"] == "hang"
 
@@ -203,6 +204,35 @@ def test_gold_stats_of_a_partly_double_coded_export_counts_only_items_both_coded
     assert "symptom_shown" not in rows
     assert rows["symptom"]["n"] == n_double and rows["symptom"]["kappa"] == pytest.approx(1.0)
     assert rows["root_cause_shown"]["n"] == n_double and rows["root_cause_shown"]["kappa"] == pytest.approx(1.0)
+
+
+def test_an_export_with_open_disagreements_carries_no_coder_passes_that_would_read_high(project, tmp_path):
+    """The items left out of a partial export are the disagreements: the coders' passes of the settled
+    items alone would give `gold stats` kappa 1.0 where the workbench shows 0.41."""
+    from classify.core.gold import load_gold
+    from classify.evaluation.agreement import coder_agreement
+
+    ids = project.item_ids()
+    a = ["crash", "hang", "crash", "hang", "build_failure", "crash"]
+    b = ["crash", "hang", "crash", "crash", "hang", "crash"]
+    for i, x, y in zip(ids, a, b):
+        project.add_code(i, "a", L(x))
+        project.add_code(i, "b", L(y))
+    assert pair_agreement(project, "a", "b", n_boot=20)["symptom"]["kappa"] < 0.6
+    res = export(project, tmp_path / "g.jsonl")
+    assert res.n == 4 and sorted(res.unsettled) == sorted([ids[3], ids[4]])
+    rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert not any("coder_a" in r or "coder_b" in r for r in rows)
+    assert coder_agreement(load_gold(tmp_path / "g.jsonl", project.taxonomy), n_boot=20) == {}
+    r = runner.invoke(cli, ["workbench", "export", "-p", str(project.folder), "--out", str(tmp_path / "g.csv")])
+    assert r.exit_code == 0 and "coder_a / coder_b left out of every row" in " ".join(r.output.split())
+    for i in (ids[3], ids[4]):
+        project.decide(i, "a", L("hang"), "settled")
+    export(project, tmp_path / "g2.jsonl")
+    rows = coder_agreement(load_gold(tmp_path / "g2.jsonl", project.taxonomy), n_boot=20)
+    assert rows["symptom"]["n"] == 6 and rows["symptom"]["kappa"] == pytest.approx(
+        pair_agreement(project, "a", "b", n_boot=20)["symptom"]["kappa"]
+    )
 
 
 # ------------------------------------------------------------------ 6. two servers on one project
