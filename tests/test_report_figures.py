@@ -52,6 +52,20 @@ def test_unscreened_labels_say_so_in_the_header(tmp_path):
     assert r.exit_code == 0 and 'id="unscreened"' not in page and "1 screened out" in page
 
 
+def test_rows_never_screened_in_a_screened_file_are_said(tmp_path):
+    """A file joined from a screened and an unscreened run: the unscreened rows count as failure
+    reports unchecked, and the header and terminal say how many."""
+    rows = _rows(3, "triton", "crash", "compiler_defect", screening="failure_report")
+    rows += [{"id": "triton-9", "repo": "org/triton", "screening": "other", "symptom": None, "root_cause": None}]
+    rows += _rows(2, "xformers", "hang", None)  # from a run without --screen
+    r, out = _report(tmp_path, rows)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "2 of 6 rows were never screened" in text and "2 never screened" in text
+    page = (out / "report.html").read_text()
+    assert "<b>2 never screened</b>" in page and "2 of 6 threads carry no screening decision" in page
+
+
 def _routed(n_cause: int, n_none: int) -> list[dict]:
     rows = []
     for i in range(n_cause + n_none):

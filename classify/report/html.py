@@ -187,7 +187,7 @@ details summary{cursor:pointer;color:var(--accent)}
 </style></head>
 <body>
 <h1>Corpus report</h1>
-<p class="sub">{% if was_screened %}{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out as not failure reports{% if n_screened_review %}, {{ n_screened_review }} of them on the screening model's suggestion, awaiting review{% endif %}){% else %}{{ n_rows }} threads, <b>not screened</b>{% endif %} from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
+<p class="sub">{% if was_screened %}{{ n_fail }} failure reports out of {{ n_rows }} threads ({{ n_screened }} screened out as not failure reports{% if n_screened_review %}, {{ n_screened_review }} of them on the screening model's suggestion, awaiting review{% endif %}{% if n_unscreened %}; <b>{{ n_unscreened }} never screened</b>, counted as failure reports{% endif %}){% else %}{{ n_rows }} threads, <b>not screened</b>{% endif %} from {{ libraries|length }} {{ "library" if libraries|length == 1 else "libraries" }}.</p>
 {% if not was_screened %}<p class="alert" id="unscreened">These labels were not screened: every thread counts as a failure report, though questions, feature requests and other threads may be among them, so every share below is of threads of any kind. Label with <code>classify run --screen</code> to keep failure reports only.</p>{% endif %}
 {% if weak_model %}<p class="alert" id="weak-model">The correction rests on a model that barely agrees with the coders beyond chance on gold ({% for d, k in weak_model.items() %}{{ dim_titles.get(d, d) }}: κ = {{ "%.2f"|format(k) }}{{ "; " if not loop.last }}{% endfor %}; under {{ "%.1f"|format(weak_kappa) }} is "slight" agreement). Its corrected shares say little about the corpus: treat them as a rough guess, or improve the model first.</p>{% endif %}
 
@@ -279,6 +279,7 @@ def render(
         n_fail=stats["n_failure_reports"],
         n_screened=stats["n_screened_out"],
         n_screened_review=stats.get("n_screened_out_review", 0),
+        n_unscreened=stats.get("n_unscreened", 0) if stats.get("screened", True) else 0,
         libraries=stats["libraries"],
         eval_run=stats.get("eval_run"),
         corrected=stats.get("corrected"),
