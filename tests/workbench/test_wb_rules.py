@@ -229,8 +229,8 @@ def test_an_export_with_open_disagreements_carries_no_coder_passes_that_would_re
     for i in (ids[3], ids[4]):
         project.decide(i, "a", L("hang"), "settled")
     export(project, tmp_path / "g2.jsonl")
-    rows = coder_agreement(load_gold(tmp_path / "g2.jsonl", project.taxonomy), n_boot=20)
-    assert rows["symptom"]["n"] == 6 and rows["symptom"]["kappa"] == pytest.approx(
+    agree = coder_agreement(load_gold(tmp_path / "g2.jsonl", project.taxonomy), n_boot=20)
+    assert agree["symptom"]["n"] == 6 and agree["symptom"]["kappa"] == pytest.approx(
         pair_agreement(project, "a", "b", n_boot=20)["symptom"]["kappa"]
     )
 
