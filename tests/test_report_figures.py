@@ -66,6 +66,14 @@ def test_rows_never_screened_in_a_screened_file_are_said(tmp_path):
     assert "<b>2 never screened</b>" in page and "2 of 6 threads carry no screening decision" in page
 
 
+def test_report_never_writes_over_the_labels_it_reads(tmp_path):
+    labels = write_jsonl(tmp_path / "corpus.json", _rows(3, "triton", "crash", None))
+    before = labels.read_bytes()
+    r = CliRunner().invoke(app, ["report", str(labels), "--no-correct", "--out-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--out-dir" in r.output and "one of the inputs" in " ".join(r.output.split())
+    assert labels.read_bytes() == before and not (tmp_path / "report.html").exists()
+
+
 def _routed(n_cause: int, n_none: int) -> list[dict]:
     rows = []
     for i in range(n_cause + n_none):

@@ -92,6 +92,7 @@ def write_corpus_report(
         raise ReportError(f"unknown --method {method!r}; known: {', '.join(qf.METHODS)}")
     if method is not None and not correct:
         raise ReportError("--method chooses how labels are corrected; it cannot be combined with --no-correct")
+    _refuse_over_inputs(out, tax, [labels_path, input_path, reference, gold_path])
     ref = load_reference(reference, tax) if reference else None  # a bad reference fails before any work
     # merge's checks: usable and unique ids (a duplicate would count twice), labels the codebook has
     rows = labelrow.read_label_rows(labels_path, tax, error=ReportError)
@@ -129,6 +130,16 @@ def write_corpus_report(
     page = html.render(stats, tax, figures, out, _examples(rows, tax, meta), _screened(rows, meta))
     atomic_write_text(out / "report.html", page)
     return stats
+
+
+def _refuse_over_inputs(out: Path, tax: Taxonomy, inputs: list[Path | None]) -> None:
+    """What the report writes into its folder may not be a file it reads (labels named corpus.json
+    in --out-dir would be replaced by the figures)."""
+    from classify.core.paths import refuse_output_over_inputs
+
+    names = [n for d, dim in tax.dimensions.items() for n in (d, *([f"{d}_group"] if dim.groups else []))]
+    for fn in ["corpus.json", "report.html", *(f"distribution_{n}.png" for n in names)]:
+        refuse_output_over_inputs(out / fn, inputs, flag="--out-dir", error=ReportError)
 
 
 def _json_default(o: Any) -> Any:
