@@ -90,3 +90,9 @@ def export_cmd(
             f"proposals); `classify review apply --queue {r.queue}` writes the next gold and codebook versions",
             highlight=False,
         )
+    if r.review_problem:
+        console.print(
+            f"warning: `classify review apply` will refuse the decisions beside the queue until they are fixed or "
+            f"moved (they were kept, not dropped): {r.review_problem}",
+            highlight=False,
+        )

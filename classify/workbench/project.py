@@ -447,10 +447,14 @@ class Project:
             )
         return Adjudication(clean, note.strip(), props, adjudicator, at, int(cur.lastrowid or 0))
 
-    def adjudication_keys(self) -> set[tuple[str, str, str]]:
-        """(item, adjudicator, time) of every decision ever made (an export recognises its own)."""
+    def adjudication_keys(self) -> set[tuple[str, str, str, str]]:
+        """(item, adjudicator, time, note) of every decision ever made (an export recognises its own;
+        the note too, as times are to the second and the adjudicator may review the item that second)."""
         with self._lock:
-            return {(i, a, t) for i, a, t in self.db.execute("SELECT item_id, adjudicator, created_at FROM decisions")}
+            return {
+                (i, a, t, n)
+                for i, a, t, n in self.db.execute("SELECT item_id, adjudicator, created_at, note FROM decisions")
+            }
 
     def log_review(self, item_id: str, dimension: str, decision: dict, reviewer: str) -> None:
         with self._write() as db:

@@ -299,6 +299,30 @@ def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
     assert not out.exists() and "{torn" in decisions.read_text()
 
 
+def test_re_export_says_when_a_kept_decision_is_now_stale(project, tmp_path):
+    """A review decision made on an adjudicated item, then the item adjudicated again to other labels:
+    the re-export keeps the decision (never drops it) and says now that apply will refuse it."""
+    ids = project.item_ids()
+    for n, i in enumerate(ids):
+        project.add_code(i, "a", L("crash"))
+        project.add_code(i, "b", L("hang" if n == 0 else "crash"))
+    project.decide(ids[0], "a", L("hang"), "hangs")
+    res = export(project, tmp_path / "gold.jsonl")
+    assert res.review_problem is None
+    ReviewTask(project, res.queue).decide(1, "b", "ambiguous", None, "unsure it hangs")
+    project.decide(ids[0], "b", L("crash"), "it crashes after all")
+    res2 = export(project, tmp_path / "gold2.jsonl")  # another review folder: nothing stale there
+    assert res2.review_problem is None
+    res3 = export(project, tmp_path / "gold.jsonl", force=True)
+    assert res3.review_problem and "stale" in res3.review_problem and ids[0] in res3.review_problem
+    got, _ = read_decisions(res3.queue.with_name("decisions.jsonl"))
+    assert any(d.action == "ambiguous" for d in got)  # kept
+    r = runner.invoke(
+        cli, ["workbench", "export", "-p", str(project.folder), "--out", str(tmp_path / "gold.jsonl"), "--force"]
+    )
+    assert r.exit_code == 0 and "will refuse the decisions" in " ".join(r.output.split())
+
+
 # ------------------------------------------------------------------ 11. bounded requests, event loop free
 
 
