@@ -194,6 +194,27 @@ def test_weak_model_is_flagged_in_the_header(tmp_path, taxonomy):
     assert 'id="weak-model"' not in html.render(st, taxonomy, [], tmp_path, {}, [])
 
 
+def test_counts_of_a_weak_model_are_flagged_from_its_eval_run(tmp_path, taxonomy):
+    """--no-correct counts the model's labels as they are: when its eval run on this gold shows kappa
+    near 0, the header and terminal say so as they do for a corrected report."""
+    import json
+
+    from classify.report import write_corpus_report
+
+    run = tmp_path / "evals" / "run1"
+    run.mkdir(parents=True)
+    meta = {"model": "m", "gold_hash": "g1", "mode": "cv", "created_at": "2026-01-01T00:00:00+00:00"}
+    dims = {"symptom": {"kappa": {"kappa": 0.04}}, "root_cause": {"kappa": {"kappa": 0.6}}}
+    (run / "metrics.json").write_text(json.dumps({"meta": meta, "dimensions": dims}))
+    (run / "report.md").write_text("done\n")
+    rows = _rows(6, "triton", "crash", "compiler_defect", model="m", gold_hash="g1")
+    labels = write_jsonl(tmp_path / "labels.jsonl", rows)
+    st = write_corpus_report(labels, taxonomy, tmp_path / "rep", correct=False, eval_dirs=[tmp_path / "evals"])
+    assert st["weak_model"] == {"symptom": pytest.approx(0.04)}
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert 'id="weak-model"' in page and "The labels counted here come from" in page
+
+
 def test_page_speaks_plain_words_and_has_a_methods_paragraph(tmp_path):
     rows = _routed(5, 2)
     rows[0]["symptom_status"], rows[0]["symptom"], rows[0]["symptom_suggestion"] = "review", None, "crash"

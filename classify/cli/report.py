@@ -96,7 +96,7 @@ def report_cmd(
     for d, k in (stats.get("weak_model") or {}).items():
         err.print(
             f"warning: {d}: the model's kappa on gold is {k:.2f} (under {WEAK_KAPPA}: it barely beats chance); "
-            "its corrected shares say little",
+            f"its {'corrected shares' if stats.get('corrected') else 'label counts'} say little",
             markup=False,
             highlight=False,
         )

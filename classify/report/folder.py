@@ -19,7 +19,7 @@ from classify.report import quantify as qf
 from classify.report.correction import agreement_with_gold, correction_for
 from classify.report.labels import ReportError, awaits_review, counted_label, counts_as_failure_report, issue_url
 from classify.report.reference import compare_reference, load_reference, reference_summary
-from classify.report.stats import corpus_stats
+from classify.report.stats import WEAK_KAPPA, corpus_stats
 
 
 def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], per: int = 3) -> dict[str, dict]:
@@ -115,6 +115,11 @@ def write_corpus_report(
     if stats["model"] and (correction or rows[0].get("gold_hash")):
         gh = correction.gold_hash if correction else str(rows[0].get("gold_hash"))
         stats["eval_run"] = agreement_with_gold(stats["model"], gh, eval_dirs or [paths.evals_dir(), paths.EVALS_DIR])
+    if correction is None and stats["eval_run"]:
+        # counts of a weak model's labels say as little as its corrected shares would: flagged the same way
+        for d, k in stats["eval_run"]["dimensions"].items():
+            if d in stats["dimensions"] and isinstance(k.get("kappa"), (int, float)) and k["kappa"] < WEAK_KAPPA:
+                stats["weak_model"][d] = float(k["kappa"])
     if ref is not None:
         compared = compare_reference(stats, ref)
         stats["reference"] = {
