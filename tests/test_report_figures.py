@@ -215,6 +215,19 @@ def test_counts_of_a_weak_model_are_flagged_from_its_eval_run(tmp_path, taxonomy
     assert 'id="weak-model"' in page and "The labels counted here come from" in page
 
 
+def test_methods_paragraph_says_what_the_model_is_and_what_was_never_screened(taxonomy):
+    from classify.report.methods import methods_text
+
+    rows = _rows(3, "triton", "crash", None, screening="failure_report") + _rows(2, "xformers", "hang", None)
+    st = corpus_stats(rows, taxonomy)
+    assert "trained on the gold" in methods_text(st | {"model": "embed-logreg"})
+    text = methods_text(st | {"model": "openai:gpt-4o-mini"})
+    assert (
+        "prompted language model, not trained on the gold" in text and "trained on the gold reports coded" not in text
+    )
+    assert "2 were never screened and count as failure reports" in text
+
+
 def test_page_speaks_plain_words_and_has_a_methods_paragraph(tmp_path):
     rows = _routed(5, 2)
     rows[0]["symptom_status"], rows[0]["symptom"], rows[0]["symptom_suggestion"] = "review", None, "crash"
