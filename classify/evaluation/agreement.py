@@ -75,6 +75,16 @@ def label_agreement(
     return out
 
 
+def records_coded_twice(gold: GoldSet, a: str, b: str) -> list[int]:
+    """Positions of the records both passes coded: a record one pass never saw (a single-coded item
+    of a workbench export with --overlap < 1) is no "not shown" of the other pass."""
+    return [
+        i
+        for i, r in enumerate(gold.records)
+        if isinstance(r.fields.get(f"coder_{a}"), dict) and isinstance(r.fields.get(f"coder_{b}"), dict)
+    ]
+
+
 def coder_agreement(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Kappa between the first two coders per dimension (label_agreement's rows: the dimension,
     its groups, and the cause-shown decision where a pass left a label null), over the records
@@ -83,13 +93,7 @@ def coder_agreement(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[st
     if len(names) < 2:
         return {}
     a, b = names[:2]
-    # only records both passes coded: a record one pass never saw (a single-coded item of a
-    # workbench export with --overlap < 1) is no "not shown" of the other pass
-    both = [
-        i
-        for i, r in enumerate(gold.records)
-        if isinstance(r.fields.get(f"coder_{a}"), dict) and isinstance(r.fields.get(f"coder_{b}"), dict)
-    ]
+    both = records_coded_twice(gold, a, b)
     out: dict[str, Any] = {}
     for d, dim in gold.taxonomy.dimensions.items():
         xs, ys = gold.coders[a][d], gold.coders[b][d]
@@ -149,4 +153,6 @@ def gold_summary(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[str, 
         "hash": gold.hash,
         "dimensions": dims,
         "coders": coder_agreement(gold, n_boot=n_boot, seed=seed),
+        # records both passes coded (agreement is over these only), when the file holds two passes
+        "n_coded_twice": len(records_coded_twice(gold, *sorted(gold.coders)[:2])) if len(gold.coders) >= 2 else 0,
     }

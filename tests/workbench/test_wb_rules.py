@@ -204,6 +204,10 @@ def test_gold_stats_of_a_partly_double_coded_export_counts_only_items_both_coded
     assert "symptom_shown" not in rows
     assert rows["symptom"]["n"] == n_double and rows["symptom"]["kappa"] == pytest.approx(1.0)
     assert rows["root_cause_shown"]["n"] == n_double and rows["root_cause_shown"]["kappa"] == pytest.approx(1.0)
+    r = runner.invoke(
+        cli, ["gold", "stats", "--gold", str(tmp_path / "gold.jsonl"), "--n-boot", "100"], env={"COLUMNS": "200"}
+    )
+    assert r.exit_code == 0 and f"over the {n_double} of 12 records both passes coded" in " ".join(r.output.split())
 
 
 def test_an_export_with_open_disagreements_carries_no_coder_passes_that_would_read_high(project, tmp_path):
