@@ -327,6 +327,24 @@ def test_re_export_says_when_a_kept_decision_is_now_stale(project, tmp_path):
     assert r.exit_code == 0 and "will refuse the decisions" in " ".join(r.output.split())
 
 
+def test_the_review_task_refuses_a_decision_once_its_queue_was_rebuilt_on_disk(project, tmp_path):
+    ids = project.item_ids()
+    for n, i in enumerate(ids):
+        project.add_code(i, "a", L("crash"))
+        project.add_code(i, "b", L("hang" if n < 2 else "crash"))
+    project.decide(ids[0], "a", L("hang"), "hangs")
+    res = export(project, tmp_path / "gold.jsonl")
+    task = ReviewTask(project, res.queue)  # a server reviewing the export's queue
+    task.decide(1, "b", "keep", None, "fine")
+    project.decide(ids[1], "a", L("crash"), "crashes")
+    export(project, tmp_path / "gold.jsonl", force=True)  # the queue is rebuilt under the running server
+    decisions = res.queue.with_name("decisions.jsonl")
+    before = decisions.read_bytes()
+    with pytest.raises(Exception, match="changed on disk since this server loaded it"):
+        task.decide(1, "b", "ambiguous", None, "made on the old queue")
+    assert decisions.read_bytes() == before
+
+
 # ------------------------------------------------------------------ 11. bounded requests, event loop free
 
 
