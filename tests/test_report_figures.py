@@ -124,6 +124,7 @@ def test_published_shares_of_all_reports_are_not_compared_with_ours_over_the_lab
     row = compare_reference(st, load_reference(ref_file, taxonomy))[0]
     assert row["estimate"] == 1.0  # 10 of the 10 labeled, though 10 of 40 reports
     assert not row["same_denominator"] and row["verdict"].startswith("not comparable")
+    assert row["difference"] is None and row["difference_lo"] is None  # no difference of unlike shares
     r, out = _report(tmp_path / "r", rows, "--reference", str(ref_file))
     assert r.exit_code == 0, r.output
     assert "the reports with a label (30 without one left out)" in (out / "report.html").read_text()

@@ -153,7 +153,7 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
         ours = table[e["category"]]
         est, lo, hi = _num(ours["estimate"]), _num(ours["lo"]), _num(ours["hi"])
         diff = d_lo = d_hi = None
-        if est is not None:
+        if est is not None and same:  # over other reports a difference means nothing: none is given
             diff = est - e["share"]
             if lo is not None and hi is not None:
                 # each side of our (often skewed) interval, widened by the study's own sampling error
