@@ -188,6 +188,8 @@ class Project:
         folder = Path(folder)
         if cls.exists(folder):
             raise ProjectError(f"{folder}: a project exists already; --input only creates a new one")
+        if folder.exists() and not folder.is_dir():
+            raise ProjectError(f"--project {folder} is a file, not a folder: give a folder to hold the project")
         if not 0.0 <= overlap <= 1.0:
             raise UsageError(f"--overlap must be between 0 and 1, not {overlap}")
         if not coders:

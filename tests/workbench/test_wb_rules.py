@@ -345,6 +345,13 @@ def test_the_review_task_refuses_a_decision_once_its_queue_was_rebuilt_on_disk(p
     assert decisions.read_bytes() == before
 
 
+def test_a_project_path_that_is_a_file_is_a_one_line_error(tmp_path):
+    inp = write_input(tmp_path / "in.jsonl", n=2, evil=False)
+    before = inp.read_bytes()
+    r = runner.invoke(cli, ["workbench", "serve", "--project", str(inp), "--input", str(inp), "--coders", "a,b"])
+    assert r.exit_code == 2 and "is a file, not a folder" in r.output and inp.read_bytes() == before
+
+
 # ------------------------------------------------------------------ 11. bounded requests, event loop free
 
 
