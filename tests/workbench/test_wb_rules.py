@@ -279,13 +279,18 @@ def test_export_refuses_the_project_its_inputs_and_existing_files(project, tmp_p
     assert r.exit_code == 0 and "6 items" in r.output
 
 
-def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
+def _two_disagreements_one_adjudicated_and_exported(project, tmp_path):
+    """Items 0 and 1 disagree, item 0 is adjudicated, exported to gold.jsonl (its review folder beside)."""
     ids = project.item_ids()
     for n, i in enumerate(ids):
         project.add_code(i, "a", L("crash"))
         project.add_code(i, "b", L("hang" if n < 2 else "crash"))
     project.decide(ids[0], "a", L("hang"), "hangs")
-    res = export(project, tmp_path / "gold.jsonl")
+    return ids, export(project, tmp_path / "gold.jsonl")
+
+
+def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
+    ids, res = _two_disagreements_one_adjudicated_and_exported(project, tmp_path)
     decisions = res.queue.with_name("decisions.jsonl")
     review = ReviewTask(project, res.queue)
     made = review.decide(1, "b", "ambiguous", None, "a reviewer's second look")
@@ -328,12 +333,7 @@ def test_re_export_says_when_a_kept_decision_is_now_stale(project, tmp_path):
 
 
 def test_the_review_task_refuses_a_decision_once_its_queue_was_rebuilt_on_disk(project, tmp_path):
-    ids = project.item_ids()
-    for n, i in enumerate(ids):
-        project.add_code(i, "a", L("crash"))
-        project.add_code(i, "b", L("hang" if n < 2 else "crash"))
-    project.decide(ids[0], "a", L("hang"), "hangs")
-    res = export(project, tmp_path / "gold.jsonl")
+    ids, res = _two_disagreements_one_adjudicated_and_exported(project, tmp_path)
     task = ReviewTask(project, res.queue)  # a server reviewing the export's queue
     task.decide(1, "b", "keep", None, "fine")
     project.decide(ids[1], "a", L("crash"), "crashes")
