@@ -52,6 +52,28 @@ def test_unscreened_labels_say_so_in_the_header(tmp_path):
     assert r.exit_code == 0 and 'id="unscreened"' not in page and "1 screened out" in page
 
 
+def test_rows_never_screened_in_a_screened_file_are_said(tmp_path):
+    """A file joined from a screened and an unscreened run: the unscreened rows count as failure
+    reports unchecked, and the header and terminal say how many."""
+    rows = _rows(3, "triton", "crash", "compiler_defect", screening="failure_report")
+    rows += [{"id": "triton-9", "repo": "org/triton", "screening": "other", "symptom": None, "root_cause": None}]
+    rows += _rows(2, "xformers", "hang", None)  # from a run without --screen
+    r, out = _report(tmp_path, rows)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "2 of 6 rows were never screened" in text and "2 never screened" in text
+    page = (out / "report.html").read_text()
+    assert "<b>2 never screened</b>" in page and "2 of 6 threads carry no screening decision" in page
+
+
+def test_report_never_writes_over_the_labels_it_reads(tmp_path):
+    labels = write_jsonl(tmp_path / "corpus.json", _rows(3, "triton", "crash", None))
+    before = labels.read_bytes()
+    r = CliRunner().invoke(app, ["report", str(labels), "--no-correct", "--out-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--out-dir" in r.output and "one of the inputs" in " ".join(r.output.split())
+    assert labels.read_bytes() == before and not (tmp_path / "report.html").exists()
+
+
 def _routed(n_cause: int, n_none: int) -> list[dict]:
     rows = []
     for i in range(n_cause + n_none):
@@ -88,6 +110,24 @@ def test_published_shares_of_all_reports_are_compared_over_all_reports(tmp_path,
     ref_file.write_text(yaml.safe_dump({"source": "s", "of": "shown", "shares": shares}))
     row = compare_reference(st, load_reference(ref_file, taxonomy))[0]
     assert row["estimate"] == 1.0 and row["verdict"] == "ours higher"
+
+
+def test_published_shares_of_all_reports_are_not_compared_with_ours_over_the_labeled_ones(tmp_path, taxonomy):
+    """An unrouted run leaves a cause null where the model names none: those reports are not in our
+    shares, so ours is over fewer reports than a study's share of all of them and reads high."""
+    rows = _rows(10, "triton", "crash", "compiler_defect") + _rows(30, "xformers", "crash", None)
+    st = corpus_stats(rows, taxonomy)
+    assert st["dimensions"]["root_cause_group"]["overall"]["n_missing"] == 30
+    ref_file = tmp_path / "ref.yaml"
+    shares = [{"dimension": "root_cause_group", "category": "compiler_build", "share": 0.27}]
+    ref_file.write_text(yaml.safe_dump({"source": "study", "n": 300, "shares": shares}))
+    row = compare_reference(st, load_reference(ref_file, taxonomy))[0]
+    assert row["estimate"] == 1.0  # 10 of the 10 labeled, though 10 of 40 reports
+    assert not row["same_denominator"] and row["verdict"].startswith("not comparable")
+    assert row["difference"] is None and row["difference_lo"] is None  # no difference of unlike shares
+    r, out = _report(tmp_path / "r", rows, "--reference", str(ref_file))
+    assert r.exit_code == 0, r.output
+    assert "the reports with a label (30 without one left out)" in (out / "report.html").read_text()
 
 
 def test_published_comparison_page_says_what_it_can_tell(tmp_path):
@@ -153,6 +193,40 @@ def test_weak_model_is_flagged_in_the_header(tmp_path, taxonomy):
     page = html.render(st | {"weak_model": {"symptom": 0.03}}, taxonomy, [], tmp_path, {}, [])
     assert 'id="weak-model"' in page and "κ = 0.03" in page
     assert 'id="weak-model"' not in html.render(st, taxonomy, [], tmp_path, {}, [])
+
+
+def test_counts_of_a_weak_model_are_flagged_from_its_eval_run(tmp_path, taxonomy):
+    """--no-correct counts the model's labels as they are: when its eval run on this gold shows kappa
+    near 0, the header and terminal say so as they do for a corrected report."""
+    import json
+
+    from classify.report import write_corpus_report
+
+    run = tmp_path / "evals" / "run1"
+    run.mkdir(parents=True)
+    meta = {"model": "m", "gold_hash": "g1", "mode": "cv", "created_at": "2026-01-01T00:00:00+00:00"}
+    dims = {"symptom": {"kappa": {"kappa": 0.04}}, "root_cause": {"kappa": {"kappa": 0.6}}}
+    (run / "metrics.json").write_text(json.dumps({"meta": meta, "dimensions": dims}))
+    (run / "report.md").write_text("done\n")
+    rows = _rows(6, "triton", "crash", "compiler_defect", model="m", gold_hash="g1")
+    labels = write_jsonl(tmp_path / "labels.jsonl", rows)
+    st = write_corpus_report(labels, taxonomy, tmp_path / "rep", correct=False, eval_dirs=[tmp_path / "evals"])
+    assert st["weak_model"] == {"symptom": pytest.approx(0.04)}
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert 'id="weak-model"' in page and "The labels counted here come from" in page
+
+
+def test_methods_paragraph_says_what_the_model_is_and_what_was_never_screened(taxonomy):
+    from classify.report.methods import methods_text
+
+    rows = _rows(3, "triton", "crash", None, screening="failure_report") + _rows(2, "xformers", "hang", None)
+    st = corpus_stats(rows, taxonomy)
+    assert "trained on the gold" in methods_text(st | {"model": "embed-logreg"})
+    text = methods_text(st | {"model": "openai:gpt-4o-mini"})
+    assert (
+        "prompted language model, not trained on the gold" in text and "trained on the gold reports coded" not in text
+    )
+    assert "2 were never screened and count as failure reports" in text
 
 
 def test_page_speaks_plain_words_and_has_a_methods_paragraph(tmp_path):

@@ -86,10 +86,17 @@ def report_cmd(
             markup=False,
             highlight=False,
         )
+    elif stats.get("n_unscreened"):
+        err.print(
+            f"warning: {stats['n_unscreened']} of {stats['n_rows']} rows were never screened: they count as failure "
+            "reports unchecked (label them with `classify run --screen`)",
+            markup=False,
+            highlight=False,
+        )
     for d, k in (stats.get("weak_model") or {}).items():
         err.print(
             f"warning: {d}: the model's kappa on gold is {k:.2f} (under {WEAK_KAPPA}: it barely beats chance); "
-            "its corrected shares say little",
+            f"its {'corrected shares' if stats.get('corrected') else 'label counts'} say little",
             markup=False,
             highlight=False,
         )
@@ -99,6 +106,7 @@ def report_cmd(
     screened = (
         f"{stats['n_failure_reports']} failure reports, {stats['n_screened_out']} screened out"
         + (f" ({stats['n_screened_out_review']} awaiting review)" if stats.get("n_screened_out_review") else "")
+        + (f", {stats['n_unscreened']} never screened" if stats.get("n_unscreened") else "")
         if stats.get("screened", True)
         else "not screened"
     )

@@ -95,6 +95,11 @@ def gold_stats(
                 "n/a" if a["lo"] is None else f"[{a['lo']:.3f}, {a['hi']:.3f}]",
             )
         console.print(t)
+        if s["n_coded_twice"] < s["n"]:
+            console.print(
+                f"over the {s['n_coded_twice']} of {s['n']} records both passes coded (the others carry one pass)",
+                highlight=False,
+            )
         for line in agreement_notes(s["coders"]):
             console.print(line, highlight=False)
     else:

@@ -78,9 +78,21 @@ def export_cmd(
         console.print(
             f"left out {len(ids)} ({why}): {', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}", highlight=False
         )
+    if r.unsettled:
+        console.print(
+            f"coder_a / coder_b left out of every row: {len(r.unsettled)} items both coders coded are not settled, "
+            "and the coders' agreement over the settled ones alone would read high; adjudicate them and export again",
+            highlight=False,
+        )
     if r.queue:
         console.print(
             f"adjudications as review decisions: {r.queue} ({r.n_decisions} decisions, {r.n_proposals} codebook "
             f"proposals); `classify review apply --queue {r.queue}` writes the next gold and codebook versions",
+            highlight=False,
+        )
+    if r.review_problem:
+        console.print(
+            f"warning: `classify review apply` will refuse the decisions beside the queue until they are fixed or "
+            f"moved (they were kept, not dropped): {r.review_problem}",
             highlight=False,
         )

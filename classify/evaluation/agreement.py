@@ -75,16 +75,29 @@ def label_agreement(
     return out
 
 
+def records_coded_twice(gold: GoldSet, a: str, b: str) -> list[int]:
+    """Positions of the records both passes coded: a record one pass never saw (a single-coded item
+    of a workbench export with --overlap < 1) is no "not shown" of the other pass."""
+    return [
+        i
+        for i, r in enumerate(gold.records)
+        if isinstance(r.fields.get(f"coder_{a}"), dict) and isinstance(r.fields.get(f"coder_{b}"), dict)
+    ]
+
+
 def coder_agreement(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Kappa between the first two coders per dimension (label_agreement's rows: the dimension,
-    its groups, and the cause-shown decision where a pass left a label null)."""
+    its groups, and the cause-shown decision where a pass left a label null), over the records
+    that carry both passes."""
     names = sorted(gold.coders)
     if len(names) < 2:
         return {}
     a, b = names[:2]
+    both = records_coded_twice(gold, a, b)
     out: dict[str, Any] = {}
     for d, dim in gold.taxonomy.dimensions.items():
-        rows = label_agreement(gold.coders[a][d], gold.coders[b][d], dim, n_boot=n_boot, seed=seed)
+        xs, ys = gold.coders[a][d], gold.coders[b][d]
+        rows = label_agreement([xs[i] for i in both], [ys[i] for i in both], dim, n_boot=n_boot, seed=seed)
         for name, r in rows.items():
             if name in out or (name != d and name in gold.taxonomy.dimensions):
                 continue  # a derived `<dim>_shown` dimension of its own (eval's gold) reports itself
@@ -102,7 +115,7 @@ def agreement_notes(rows: dict[str, dict[str, Any]]) -> list[str]:
     if shown:
         out.append(
             f"null ('not shown') is no category: a dimension's kappa counts the items both passes labeled; "
-            f"{', '.join(shown)} compares whether each pass named a label at all, over every item, "
+            f"{', '.join(shown)} compares whether each pass named a label at all, over every item both passes coded, "
             "so 'not shown' against a named label counts as a disagreement there"
         )
     small = [n for n, r in rows.items() if r.get("small")]
@@ -140,4 +153,6 @@ def gold_summary(gold: GoldSet, n_boot: int = 1000, seed: int = 0) -> dict[str, 
         "hash": gold.hash,
         "dimensions": dims,
         "coders": coder_agreement(gold, n_boot=n_boot, seed=seed),
+        # records both passes coded (agreement is over these only), when the file holds two passes
+        "n_coded_twice": len(records_coded_twice(gold, *sorted(gold.coders)[:2])) if len(gold.coders) >= 2 else 0,
     }

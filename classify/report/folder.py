@@ -19,7 +19,7 @@ from classify.report import quantify as qf
 from classify.report.correction import agreement_with_gold, correction_for
 from classify.report.labels import ReportError, awaits_review, counted_label, counts_as_failure_report, issue_url
 from classify.report.reference import compare_reference, load_reference, reference_summary
-from classify.report.stats import corpus_stats
+from classify.report.stats import WEAK_KAPPA, corpus_stats
 
 
 def _examples(rows: list[dict[str, Any]], tax: Taxonomy, meta: dict[str, dict], per: int = 3) -> dict[str, dict]:
@@ -92,6 +92,7 @@ def write_corpus_report(
         raise ReportError(f"unknown --method {method!r}; known: {', '.join(qf.METHODS)}")
     if method is not None and not correct:
         raise ReportError("--method chooses how labels are corrected; it cannot be combined with --no-correct")
+    _refuse_over_inputs(out, tax, [labels_path, input_path, reference, gold_path])
     ref = load_reference(reference, tax) if reference else None  # a bad reference fails before any work
     # merge's checks: usable and unique ids (a duplicate would count twice), labels the codebook has
     rows = labelrow.read_label_rows(labels_path, tax, error=ReportError)
@@ -114,6 +115,11 @@ def write_corpus_report(
     if stats["model"] and (correction or rows[0].get("gold_hash")):
         gh = correction.gold_hash if correction else str(rows[0].get("gold_hash"))
         stats["eval_run"] = agreement_with_gold(stats["model"], gh, eval_dirs or [paths.evals_dir(), paths.EVALS_DIR])
+    if correction is None and stats["eval_run"]:
+        # counts of a weak model's labels say as little as its corrected shares would: flagged the same way
+        for d, k in stats["eval_run"]["dimensions"].items():
+            if d in stats["dimensions"] and isinstance(k.get("kappa"), (int, float)) and k["kappa"] < WEAK_KAPPA:
+                stats["weak_model"][d] = float(k["kappa"])
     if ref is not None:
         compared = compare_reference(stats, ref)
         stats["reference"] = {
@@ -129,6 +135,16 @@ def write_corpus_report(
     page = html.render(stats, tax, figures, out, _examples(rows, tax, meta), _screened(rows, meta))
     atomic_write_text(out / "report.html", page)
     return stats
+
+
+def _refuse_over_inputs(out: Path, tax: Taxonomy, inputs: list[Path | None]) -> None:
+    """What the report writes into its folder may not be a file it reads (labels named corpus.json
+    in --out-dir would be replaced by the figures)."""
+    from classify.core.paths import refuse_output_over_inputs
+
+    names = [n for d, dim in tax.dimensions.items() for n in (d, *([f"{d}_group"] if dim.groups else []))]
+    for fn in ["corpus.json", "report.html", *(f"distribution_{n}.png" for n in names)]:
+        refuse_output_over_inputs(out / fn, inputs, flag="--out-dir", error=ReportError)
 
 
 def _json_default(o: Any) -> Any:

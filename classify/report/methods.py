@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from classify.classifiers.base import uses_llm
 from classify.report.stats import SMALL_N
 
 PLAIN = {
@@ -37,14 +38,25 @@ def methods_text(stats: dict[str, Any]) -> str:
             f"{n_fail} failure reports (of {n_rows} threads; {stats['n_screened_out']} were screened out by a "
             f"screening model as not failure reports"
             + (
-                f", {stats['n_screened_out_review']} of them on its suggestion, before a person checked it)"
+                f", {stats['n_screened_out_review']} of them on its suggestion, before a person checked it"
                 if stats.get("n_screened_out_review")
-                else ")"
+                else ""
             )
+            + (
+                f"; {stats['n_unscreened']} were never screened and count as failure reports"
+                if stats.get("n_unscreened")
+                else ""
+            )
+            + ")"
         )
     else:
         who = f"{n_rows} threads (not screened: threads that are not failure reports may be among them)"
-    parts = [f"We labeled {who} with {model}, a classifier trained on the gold reports coded by two people."]
+    what = (
+        "a prompted language model, not trained on the gold reports"
+        if stats.get("model") and uses_llm(str(stats["model"]))
+        else "a classifier trained on the gold reports coded by people"
+    )
+    parts = [f"We labeled {who} with {model}, {what}."]
     corr = _corrections(stats)
     if corr:
         c0 = next(iter(corr.values()))

@@ -144,10 +144,16 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
             same = False  # ours forces a cause on every report; theirs leaves some without one
         elif (e["of"] == "shown") != (ours_of == "shown"):
             same = False
+        our_of = "all" if table is overall.get("of_all") else ours_of
+        missing = int(overall.get("n_missing") or 0)
+        if e["of"] == "all" and missing:
+            # ours leaves out the reports without a usable label (e.g. an unrouted run's nulls), so it is
+            # a share of fewer reports than theirs and reads high
+            same, our_of = False, "labeled"
         ours = table[e["category"]]
         est, lo, hi = _num(ours["estimate"]), _num(ours["lo"]), _num(ours["hi"])
         diff = d_lo = d_hi = None
-        if est is not None:
+        if est is not None and same:  # over other reports a difference means nothing: none is given
             diff = est - e["share"]
             if lo is not None and hi is not None:
                 # each side of our (often skewed) interval, widened by the study's own sampling error
@@ -161,7 +167,8 @@ def compare_reference(stats: dict[str, Any], ref: dict[str, Any]) -> list[dict[s
                 "lo": lo,
                 "hi": hi,
                 "our_n": our_n,
-                "our_of": "all" if table is overall.get("of_all") else ours_of,
+                "our_of": our_of,
+                "our_missing": missing,
                 "same_denominator": same,
                 "difference": diff,
                 "difference_lo": d_lo,

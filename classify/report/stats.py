@@ -15,6 +15,7 @@ from scipy.stats import binomtest
 
 from classify.core import labelrow
 from classify.core.causeshown import NONE_SHOWN, shown_dim
+from classify.core.screening import DIM as SCREENING
 from classify.core.taxonomy import Taxonomy
 from classify.report import quantify as qf
 from classify.report.correction import Correction, proba_matrix, row_prediction
@@ -242,10 +243,18 @@ def corpus_stats(
         "taxonomies": sorted({str(r.get("taxonomy")) for r in rows if r.get("taxonomy")}),
         "corrected": correction is not None,
         "screened": labelrow.was_screened(rows),
+        # rows that carry no screening decision: all of them when unscreened, a few in a file put
+        # together from a screened and an unscreened run (they count as failure reports unchecked)
+        "n_unscreened": sum(1 for r in rows if SCREENING not in r),
         "caveats": list(correction.caveats) if correction else [],
         "weak_model": {},  # dimension -> the model's kappa on gold, where it barely beats chance
         "dimensions": {},
     }
+    if out["screened"] and out["n_unscreened"]:
+        out["caveats"].append(
+            f"{out['n_unscreened']} of {len(rows)} threads carry no screening decision (a file joined from a "
+            "screened and an unscreened run?): they count as failure reports, though some may be questions or requests."
+        )
     if correction is None:
         out["caveats"].append(
             "Shares are counts of the model's labels with Wilson intervals, not corrected for its errors "

@@ -257,6 +257,12 @@ def _pending(path: Path) -> Path:
     return path.with_name(f".pending-{path.name}")  # same suffix: written in the same format
 
 
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _remove(path: Path) -> None:
     if path.is_dir():
         shutil.rmtree(path)
@@ -281,8 +287,10 @@ def recover_interrupted(out_gold: Path) -> list[str]:
             _remove(_pending(Path(p)))
     tax = named.get("taxonomy")
     if tax and not out_gold.exists() and Path(tax).exists():
-        Path(tax).unlink()
-        notes.append(f"removed {tax}: an interrupted apply wrote it without its gold {out_gold}")
+        # only the file that apply wrote: one made since under that name (another apply, a hand edit) stays
+        if _digest(Path(tax).read_bytes()) == named.get("taxonomy_sha256"):
+            Path(tax).unlink()
+            notes.append(f"removed {tax}: an interrupted apply wrote it without its gold {out_gold}")
     marker.unlink()
     return notes
 
@@ -309,7 +317,14 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
         parse_taxonomy(yaml.safe_load(text), out_taxonomy)
     marker = _marker(out_gold)
     atomic_write_text(
-        marker, json.dumps({"gold": str(out_gold), "taxonomy": str(out_taxonomy) if text is not None else None})
+        marker,
+        json.dumps(
+            {
+                "gold": str(out_gold),
+                "taxonomy": str(out_taxonomy) if text is not None else None,
+                "taxonomy_sha256": _digest(text.encode("utf-8")) if text is not None else None,
+            }
+        ),
     )
     renamed_taxonomy = False
     try:

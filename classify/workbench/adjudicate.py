@@ -18,7 +18,7 @@ from classify.core.paths import refuse_output_over_inputs
 from classify.core.records import CORE_FIELDS, atomic_write_text, to_record, write_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 from classify.core.timestamps import utc_timestamp
-from classify.review.decisions import read_decisions, write_decisions
+from classify.review.decisions import DecisionsError, check_decisions, read_decisions, write_decisions
 from classify.review.proposals import Change, ProposalError, apply_changes
 from classify.review.schema import Decision as ReviewDecision
 from classify.review.schema import Proposal, Queue, QueueItem, QueueMeta, Reason, save_queue, validation_message
@@ -58,6 +58,12 @@ class ExportResult:
     queue: Path | None = None
     n_decisions: int = 0
     n_proposals: int = 0
+    # items both coders coded that are not settled: while any is, coder_a / coder_b are left out of
+    # every row (the file's coders' agreement would leave out exactly the disagreements and read high)
+    unsettled: list[str] = field(default_factory=list)
+    # why `classify review apply` will refuse the decisions file (decisions kept from the review folder
+    # that the new queue makes stale); None when it will take it
+    review_problem: str | None = None
 
 
 def _coder_fields(st: ItemState) -> dict[str, Any]:
@@ -77,27 +83,32 @@ def _note(st: ItemState) -> str | None:
     return note
 
 
-def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[ItemState]]:
-    """Rows of every settled item in the shipped gold's format, why the others are left out, and the
-    adjudicated items."""
+def gold_rows(project: Project) -> tuple[list[dict], dict[str, list[str]], list[ItemState], list[str]]:
+    """Rows of every settled item in the shipped gold's format, why the others are left out, the
+    adjudicated items, and the unsettled items every assigned coder coded. While there is one, the
+    rows carry no coder passes: the open items are the disagreements (or changed codes), and
+    `gold stats` / eval over the passes of the settled items only would report a kappa near 1."""
     dims = project.dims
+    states = project.states()
+    unsettled = [st.id for st in states if st.complete and len(st.assigned) > 1 and st.final(dims) is None]
     rows, adjudicated = [], []
     open_items: dict[str, list[str]] = {}
-    for st in project.states():
+    for st in states:
         final = st.final(dims)
         if final is None:
             open_items.setdefault(st.open_reason(dims), []).append(st.id)
             continue
         row = {k: st.record.get(k) for k in CORE_FIELDS}
         row.update(final)
-        row.update(_coder_fields(st))
+        if not unsettled:
+            row.update(_coder_fields(st))
         note = _note(st)
         if note:
             row["adjudication_note"] = note
             adjudicated.append(st)
         row["coded_by"] = {k: n for k, n in zip(CODER_KEYS, st.assigned)}
         rows.append(row)
-    return rows, open_items, adjudicated
+    return rows, open_items, adjudicated, unsettled
 
 
 def check_out(project: Project, out: Path, force: bool = False) -> None:
@@ -121,7 +132,7 @@ def export(project: Project, out: str | Path, force: bool = False) -> ExportResu
     validated against the project's codebook first; the adjudications as a review queue beside it."""
     out = Path(out)
     check_out(project, out, force)
-    rows, open_items, adjudicated = gold_rows(project)
+    rows, open_items, adjudicated, unsettled = gold_rows(project)
     if not rows:
         waiting = "; ".join(f"{why}: {len(ids)}" for why, ids in open_items.items())
         raise ProjectError(f"nothing to export: no item is settled yet ({waiting})")
@@ -130,9 +141,9 @@ def export(project: Project, out: str | Path, force: bool = False) -> ExportResu
     if adjudicated:
         read_decisions(review_folder(out) / "decisions.jsonl")  # a broken file is refused before anything is written
     write_rows(out, rows)
-    res = ExportResult(out, len(rows), len(adjudicated), open_items)
+    res = ExportResult(out, len(rows), len(adjudicated), open_items, unsettled=unsettled)
     if adjudicated:
-        res.queue, res.n_decisions, res.n_proposals = _write_review(project, out, adjudicated)
+        res.queue, res.n_decisions, res.n_proposals, res.review_problem = _write_review(project, out, adjudicated)
     return res
 
 
@@ -155,9 +166,9 @@ def _taxonomy_file(project: Project, folder: Path) -> Path:
     return copy.resolve()
 
 
-def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> tuple[Path, int, int]:
+def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> tuple[Path, int, int, str | None]:
     """Queue + decisions for `classify review apply`: one `keep` per adjudicated (item, dimension),
-    carrying the adjudicator, note and proposals."""
+    carrying the adjudicator, note and proposals; and why apply would refuse the merged decisions."""
     folder = review_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     tax_path = _taxonomy_file(project, folder)
@@ -215,17 +226,23 @@ def _write_review(project: Project, out: Path, adjudicated: list[ItemState]) -> 
         params={"adjudications": len(adjudicated)},
     )
     queue_path = folder / "queue.json"
-    save_queue(Queue(meta=meta, items=items), queue_path)
+    queue = Queue(meta=meta, items=items)
+    save_queue(queue, queue_path)
     merge_decisions(folder / "decisions.jsonl", decisions, project.adjudication_keys())
-    return queue_path, len(decisions), n_props
+    try:  # a decision kept from the folder may be stale now (its item re-adjudicated): say so now, not at apply
+        check_decisions(read_decisions(folder / "decisions.jsonl")[0], queue, tax, str(folder / "decisions.jsonl"))
+        problem = None
+    except DecisionsError as e:
+        problem = str(e)
+    return queue_path, len(decisions), n_props, problem
 
 
-def merge_decisions(path: Path, decisions: list[ReviewDecision], ours: set[tuple[str, str, str]]) -> None:
+def merge_decisions(path: Path, decisions: list[ReviewDecision], ours: set[tuple[str, str, str, str]]) -> None:
     """Write the adjudications into the decisions file beside the queue, keeping every decision
     already there that the workbench did not write (made in `classify review session`, a sheet or
     the workbench's review task since the last export), after them so that they still count:
-    nothing decided is ever overwritten by a re-export. `ours`: (item, adjudicator, time) of every
-    adjudication the project holds."""
+    nothing decided is ever overwritten by a re-export. `ours`: (item, adjudicator, time, note) of
+    every adjudication the project holds; only a `keep` can be one of them."""
     have, _ = read_decisions(path)
-    kept = [d for d in have if (d.id, d.reviewer, d.decided_at) not in ours]
+    kept = [d for d in have if d.action != "keep" or (d.id, d.reviewer, d.decided_at, d.note) not in ours]
     write_decisions(path, decisions + kept)

@@ -188,6 +188,8 @@ class Project:
         folder = Path(folder)
         if cls.exists(folder):
             raise ProjectError(f"{folder}: a project exists already; --input only creates a new one")
+        if folder.exists() and not folder.is_dir():
+            raise ProjectError(f"--project {folder} is a file, not a folder: give a folder to hold the project")
         if not 0.0 <= overlap <= 1.0:
             raise UsageError(f"--overlap must be between 0 and 1, not {overlap}")
         if not coders:
@@ -447,10 +449,14 @@ class Project:
             )
         return Adjudication(clean, note.strip(), props, adjudicator, at, int(cur.lastrowid or 0))
 
-    def adjudication_keys(self) -> set[tuple[str, str, str]]:
-        """(item, adjudicator, time) of every decision ever made (an export recognises its own)."""
+    def adjudication_keys(self) -> set[tuple[str, str, str, str]]:
+        """(item, adjudicator, time, note) of every decision ever made (an export recognises its own;
+        the note too, as times are to the second and the adjudicator may review the item that second)."""
         with self._lock:
-            return {(i, a, t) for i, a, t in self.db.execute("SELECT item_id, adjudicator, created_at FROM decisions")}
+            return {
+                (i, a, t, n)
+                for i, a, t, n in self.db.execute("SELECT item_id, adjudicator, created_at, note FROM decisions")
+            }
 
     def log_review(self, item_id: str, dimension: str, decision: dict, reviewer: str) -> None:
         with self._write() as db:

@@ -19,6 +19,7 @@ class ReviewTask:
         self.project = project
         self.queue_path = Path(queue_path)
         self.queue: Queue = load_queue(self.queue_path)
+        self._loaded = self._stamp()
         if not self.queue.items:
             raise ProjectError(f"{self.queue_path}: the review queue is empty")
         # the codebook the queue was built with (check_decisions validates labels against it)
@@ -32,6 +33,23 @@ class ReviewTask:
         self.decisions_path = Path(decisions_path) if decisions_path else self.queue_path.parent / "decisions.jsonl"
         read_decisions(self.decisions_path)  # a broken decisions file is refused at start, not mid-session
 
+    def _stamp(self) -> tuple[int, int, int]:
+        st = self.queue_path.stat()
+        return st.st_ino, st.st_mtime_ns, st.st_size  # a rewrite is a new file (atomic rename)
+
+    def _check_queue_unchanged(self) -> None:
+        """A queue rebuilt on disk (a re-export, `review build --force`) while this server runs: a decision
+        on the old one would be stale for the new one, and `review apply` would refuse the whole file."""
+        try:
+            same = self._stamp() == self._loaded
+        except OSError:
+            same = False
+        if not same:
+            raise ProjectError(
+                f"{self.queue_path} changed on disk since this server loaded it (re-exported or rebuilt): "
+                "restart `classify workbench serve --queue ...` to review the new queue; nothing was saved"
+            )
+
     def item(self, n: int) -> QueueItem:
         if not 1 <= n <= len(self.queue.items):
             raise NotFound(f"no review item {n} (the queue has {len(self.queue.items)})")
@@ -42,6 +60,7 @@ class ReviewTask:
         return {d.key: d for d in effective(got, self.queue)}
 
     def decide(self, n: int, reviewer: str, action: str, label: str | None, note: str) -> Decision:
+        self._check_queue_unchanged()
         it = self.item(n)
         if action not in ACTIONS:
             raise ProjectError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")

@@ -78,8 +78,9 @@ def test_recoding_after_seeing_the_other_code_changes_no_figure_and_goes_to_adju
     res = export(project, tmp_path / "g.jsonl")
     assert sorted(res.open_items["disagreement not adjudicated"]) == sorted(listed)
     i = ids[1]
-    assert ask(ca, "POST", f"/api/items/{i}/decision", {"labels": L("hang"), "note": "it hangs"})[0] == 201
-    export(project, tmp_path / "g2.jsonl")
+    for j in listed:  # every disagreement settled: the export carries the coders' passes again
+        assert ask(ca, "POST", f"/api/items/{j}/decision", {"labels": L("hang"), "note": "it hangs"})[0] == 201
+    assert export(project, tmp_path / "g2.jsonl").unsettled == []
     row = next(json.loads(x) for x in (tmp_path / "g2.jsonl").read_text().splitlines() if json.loads(x)["id"] == i)
     assert row["coder_a"]["symptom"] == "crash" and row["coder_b"]["symptom"] == "hang" and row["symptom"] == "hang"
 
@@ -183,6 +184,61 @@ def test_gold_stats_reports_the_cause_shown_row_and_small_samples(tmp_path):
     assert "small sample" in r.output and "fewer than 30 items" in r.output
 
 
+def test_gold_stats_of_a_partly_double_coded_export_counts_only_items_both_coded(tmp_path):
+    """With --overlap < 1 the export has single-coded items (no coder_b): they are no "not shown"
+    of the missing pass, so they neither add a symptom_shown row nor pull the cause-shown kappa down."""
+    from classify.core.gold import load_gold
+    from classify.evaluation.agreement import coder_agreement
+
+    p = _project(tmp_path, n=12, overlap=0.5)
+    try:
+        for k, st in enumerate(p.states()):
+            for c in st.assigned:  # both coders agree on every item they share
+                p.add_code(st.id, c, L(["crash", "hang", "build_failure"][k % 3], None if k % 2 else "api_misuse"))
+        n_double = sum(len(s.assigned) == 2 for s in p.states())
+        assert 0 < n_double < 12
+        export(p, tmp_path / "gold.jsonl")
+    finally:
+        p.close()
+    rows = coder_agreement(load_gold(tmp_path / "gold.jsonl", p.taxonomy), n_boot=50)
+    assert "symptom_shown" not in rows
+    assert rows["symptom"]["n"] == n_double and rows["symptom"]["kappa"] == pytest.approx(1.0)
+    assert rows["root_cause_shown"]["n"] == n_double and rows["root_cause_shown"]["kappa"] == pytest.approx(1.0)
+    r = runner.invoke(
+        cli, ["gold", "stats", "--gold", str(tmp_path / "gold.jsonl"), "--n-boot", "100"], env={"COLUMNS": "200"}
+    )
+    assert r.exit_code == 0 and f"over the {n_double} of 12 records both passes coded" in " ".join(r.output.split())
+
+
+def test_an_export_with_open_disagreements_carries_no_coder_passes_that_would_read_high(project, tmp_path):
+    """The items left out of a partial export are the disagreements: the coders' passes of the settled
+    items alone would give `gold stats` kappa 1.0 where the workbench shows 0.41."""
+    from classify.core.gold import load_gold
+    from classify.evaluation.agreement import coder_agreement
+
+    ids = project.item_ids()
+    a = ["crash", "hang", "crash", "hang", "build_failure", "crash"]
+    b = ["crash", "hang", "crash", "crash", "hang", "crash"]
+    for i, x, y in zip(ids, a, b):
+        project.add_code(i, "a", L(x))
+        project.add_code(i, "b", L(y))
+    assert pair_agreement(project, "a", "b", n_boot=20)["symptom"]["kappa"] < 0.6
+    res = export(project, tmp_path / "g.jsonl")
+    assert res.n == 4 and sorted(res.unsettled) == sorted([ids[3], ids[4]])
+    rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert not any("coder_a" in r or "coder_b" in r for r in rows)
+    assert coder_agreement(load_gold(tmp_path / "g.jsonl", project.taxonomy), n_boot=20) == {}
+    r = runner.invoke(cli, ["workbench", "export", "-p", str(project.folder), "--out", str(tmp_path / "g.csv")])
+    assert r.exit_code == 0 and "coder_a / coder_b left out of every row" in " ".join(r.output.split())
+    for i in (ids[3], ids[4]):
+        project.decide(i, "a", L("hang"), "settled")
+    export(project, tmp_path / "g2.jsonl")
+    agree = coder_agreement(load_gold(tmp_path / "g2.jsonl", project.taxonomy), n_boot=20)
+    assert agree["symptom"]["n"] == 6 and agree["symptom"]["kappa"] == pytest.approx(
+        pair_agreement(project, "a", "b", n_boot=20)["symptom"]["kappa"]
+    )
+
+
 # ------------------------------------------------------------------ 6. two servers on one project
 
 
@@ -223,13 +279,18 @@ def test_export_refuses_the_project_its_inputs_and_existing_files(project, tmp_p
     assert r.exit_code == 0 and "6 items" in r.output
 
 
-def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
+def _two_disagreements_one_adjudicated_and_exported(project, tmp_path):
+    """Items 0 and 1 disagree, item 0 is adjudicated, exported to gold.jsonl (its review folder beside)."""
     ids = project.item_ids()
     for n, i in enumerate(ids):
         project.add_code(i, "a", L("crash"))
         project.add_code(i, "b", L("hang" if n < 2 else "crash"))
     project.decide(ids[0], "a", L("hang"), "hangs")
-    res = export(project, tmp_path / "gold.jsonl")
+    return ids, export(project, tmp_path / "gold.jsonl")
+
+
+def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
+    ids, res = _two_disagreements_one_adjudicated_and_exported(project, tmp_path)
     decisions = res.queue.with_name("decisions.jsonl")
     review = ReviewTask(project, res.queue)
     made = review.decide(1, "b", "ambiguous", None, "a reviewer's second look")
@@ -245,6 +306,50 @@ def test_re_export_keeps_decisions_made_in_the_review_folder(project, tmp_path):
     with pytest.raises(Exception, match="malformed decision rows"):
         export(project, out)
     assert not out.exists() and "{torn" in decisions.read_text()
+
+
+def test_re_export_says_when_a_kept_decision_is_now_stale(project, tmp_path):
+    """A review decision made on an adjudicated item, then the item adjudicated again to other labels:
+    the re-export keeps the decision (never drops it) and says now that apply will refuse it."""
+    ids = project.item_ids()
+    for n, i in enumerate(ids):
+        project.add_code(i, "a", L("crash"))
+        project.add_code(i, "b", L("hang" if n == 0 else "crash"))
+    project.decide(ids[0], "a", L("hang"), "hangs")
+    res = export(project, tmp_path / "gold.jsonl")
+    assert res.review_problem is None
+    ReviewTask(project, res.queue).decide(1, "b", "ambiguous", None, "unsure it hangs")
+    project.decide(ids[0], "b", L("crash"), "it crashes after all")
+    res2 = export(project, tmp_path / "gold2.jsonl")  # another review folder: nothing stale there
+    assert res2.review_problem is None
+    res3 = export(project, tmp_path / "gold.jsonl", force=True)
+    assert res3.review_problem and "stale" in res3.review_problem and ids[0] in res3.review_problem
+    got, _ = read_decisions(res3.queue.with_name("decisions.jsonl"))
+    assert any(d.action == "ambiguous" for d in got)  # kept
+    r = runner.invoke(
+        cli, ["workbench", "export", "-p", str(project.folder), "--out", str(tmp_path / "gold.jsonl"), "--force"]
+    )
+    assert r.exit_code == 0 and "will refuse the decisions" in " ".join(r.output.split())
+
+
+def test_the_review_task_refuses_a_decision_once_its_queue_was_rebuilt_on_disk(project, tmp_path):
+    ids, res = _two_disagreements_one_adjudicated_and_exported(project, tmp_path)
+    task = ReviewTask(project, res.queue)  # a server reviewing the export's queue
+    task.decide(1, "b", "keep", None, "fine")
+    project.decide(ids[1], "a", L("crash"), "crashes")
+    export(project, tmp_path / "gold.jsonl", force=True)  # the queue is rebuilt under the running server
+    decisions = res.queue.with_name("decisions.jsonl")
+    before = decisions.read_bytes()
+    with pytest.raises(Exception, match="changed on disk since this server loaded it"):
+        task.decide(1, "b", "ambiguous", None, "made on the old queue")
+    assert decisions.read_bytes() == before
+
+
+def test_a_project_path_that_is_a_file_is_a_one_line_error(tmp_path):
+    inp = write_input(tmp_path / "in.jsonl", n=2, evil=False)
+    before = inp.read_bytes()
+    r = runner.invoke(cli, ["workbench", "serve", "--project", str(inp), "--input", str(inp), "--coders", "a,b"])
+    assert r.exit_code == 2 and "is a file, not a folder" in r.output and inp.read_bytes() == before
 
 
 # ------------------------------------------------------------------ 11. bounded requests, event loop free
