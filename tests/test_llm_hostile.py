@@ -190,3 +190,49 @@ def test_confidence_is_a_probability_whatever_the_server_sends():
     assert span_probability([(t, math.nan if t == "b" else v) for t, v in toks], content, (7, 8)) is None
     ok = span_probability([(t, -0.2) for t, _ in toks], content, (7, 8))
     assert ok == pytest.approx(math.exp(-0.2))
+
+
+def test_a_gateway_key_in_an_ensemble_members_brackets_is_sent_and_kept_nowhere(tmp_path, monkeypatch):
+    # `openai:m[base_url=URL?api-key=K]` is the only way to give one member its own gateway: the key
+    # reaches that server, and the spec kept in labels rows, provenance and eval folders lacks it.
+    qkey = "QKEY-ensemble-5550123"
+    rows = [{"id": f"m{k}", "title": f"m{k} kernel fails", "body": "b"} for k in range(3)]
+    inp, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "labels.jsonl"
+    with FakeOpenAI(DIMS, query_key=qkey) as keyed, FakeOpenAI(DIMS) as plain:
+        spec = f"ensemble:openai:fake-model[base_url={keyed.base_url}?api-key={qkey}]+openai:fake-model[base_url={plain.base_url}]"
+        r = runner.invoke(app, ["run", "--model", spec, "--input", str(inp), "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        assert keyed.log and all(e["status"] == 200 for e in keyed.log)  # the key was sent
+        evals = tmp_path / "evals"
+        r2 = runner.invoke(app, ["eval", "--model", spec, "--limit", "6", "--out-dir", str(evals)])
+        assert r2.exit_code == 0, r2.output
+    row = json.loads(out.read_text().splitlines()[0])
+    assert (
+        row["model"]
+        == f"ensemble:openai:fake-model[base_url={keyed.base_url}]+openai:fake-model[base_url={plain.base_url}]"
+    )
+    assert row[TAX.dimension_ids[0]] == expected_labels("m0", DIMS)[TAX.dimension_ids[0]]
+    kept = out.read_text() + r.output + r2.output
+    kept += "".join(
+        str(p) + (p.read_text() if p.suffix in (".json", ".md", ".jsonl") else "") for p in evals.rglob("*")
+    )
+    assert qkey not in kept
+    # a bad member quoted back in an error keeps no key either
+    r3 = runner.invoke(
+        app, ["run", "--model", f"ensemble:openai:m[base_url=http://h/v1?api-key={qkey}", "-i", str(inp)]
+    )
+    assert r3.exit_code == 2 and "error:" in r3.output and qkey not in r3.output
+
+
+def test_the_internal_error_log_keeps_no_key(monkeypatch):
+    from classify.cli.common import _internal_error_log
+
+    monkeypatch.setattr("sys.argv", ["classify", "run", "--base-url", "http://h/v1?api-key=QKEY-log-12345"])
+    try:
+        raise RuntimeError("boom at http://bob:pw-LOG-9876@h/v1 with sk-abcdefghijklmnopqrstu")
+    except RuntimeError as e:
+        path = _internal_error_log(e)
+    text = open(path).read()
+    assert "boom at http://h/v1" in text
+    for s in ("QKEY-log-12345", "pw-LOG-9876", "sk-abcdefghijklmnopqrstu"):
+        assert s not in text

@@ -86,11 +86,32 @@ def redact_url(url: str | None) -> str | None:
     """`url` without user:password and query string (some gateways take keys there): what may be kept."""
     if not url:
         return url
-    u = urlsplit(url)
-    netloc = u.hostname or ""
-    if u.port:
-        netloc += f":{u.port}"
+    try:
+        u = urlsplit(url)
+        netloc = u.hostname or ""
+        if u.port:
+            netloc += f":{u.port}"
+    except ValueError:  # a port that is not a number, a broken [IPv6] host: keep only the scheme
+        return f"{url.partition('://')[0]}://{MASK}"
     return urlunsplit((u.scheme, netloc, u.path, "", ""))
+
+
+# A URL inside longer text (a model spec's `[base_url=...]`, a command line): up to a space, a
+# quote, or what ends an ensemble member's option (`,` `]` `+`).
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9.\-]*://[^\s,\[\]+'\"<>]+")
+
+
+def redact_urls_text(text: str) -> str:
+    """`text` with every URL in it that carries credentials (user:password@, a query) through
+    redact_url. The same object when there is none, so a classifier's spec stays sklearn-clonable."""
+
+    def clean(m: re.Match[str]) -> str:
+        u = m.group(0)
+        creds = "?" in u or "#" in u or "@" in u.partition("://")[2].partition("/")[0]
+        return (redact_url(u) or u) if creds else u
+
+    out = _URL_IN_TEXT.sub(clean, text)
+    return text if out == text else out
 
 
 def url_secrets(url: str | None) -> list[str]:

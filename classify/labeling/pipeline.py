@@ -166,7 +166,7 @@ def label_file(
                 clf = router.labeling_model(model, options)
                 fields["fields"] = router.fields
             n_models = f"{len(set(clf.folds))} fold models of " if isinstance(clf, FoldModels) else ""
-            say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
+            say(f"training {n_models}{clf.spec} on {len(g)} gold records ({tax.label})")
             clf.fit(train_gold.records, train_gold.labels)
             prov = provenance_for(clf, g)
             prov["taxonomy"] = tax.label
