@@ -440,16 +440,17 @@ class ChatClient:
                 self.logprobs = False
                 self.stats.fallbacks.append(f"logprobs off: {msg[:120]}")
             raise _FormatRejected(msg)
-        if status in (401, 403):
+        if status in (401, 403, 404):
             self._log(log, "error", status, msg, ms)
-            raise LLMError(
-                f"{route.name}: authentication failed (HTTP {status}); check the key in ${self.endpoint.api_key_env}: {msg}"
+            why = (
+                f"not found (HTTP 404); check the base URL and the model name {self.endpoint.model!r}"
+                if status == 404
+                else f"authentication failed (HTTP {status}); check the key in ${self.endpoint.api_key_env}"
             )
-        if status == 404:
-            self._log(log, "error", status, msg, ms)
-            raise LLMError(
-                f"{route.name}: not found (HTTP 404); check the base URL and the model name {self.endpoint.model!r}: {msg}"
-            )
+            assert self.pool is not None
+            if self.pool.retire(route, why):  # one replica misconfigured: the others go on serving
+                raise _Transient(f"HTTP {status}: {msg[:300]}", status, None, failover=True)
+            raise LLMError(f"{route.name}: {why}: {msg}")
         if status is None or status in (408, 409, 429) or status >= 500 or status == 200:
             kind = (
                 "timeout"
