@@ -208,3 +208,29 @@ def test_a_group_code_of_the_wrong_type_is_a_clear_error(tmp_path):
     coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "root_cause_group": ["usage"]}])
     with pytest.raises(MergeError, match=r"id a: unknown root_cause_group \['usage'\]"):
         merge_coded(labels, [coded], tmp_path / "o.jsonl")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("symptom", ["crash"], r"id b: unknown symptom label \['crash'\]"),
+        ("symptom", "gpu_meltdown", "id b: unknown symptom label 'gpu_meltdown'"),
+        ("symptom_status", "bogus", "id b: unknown symptom_status 'bogus'"),
+        ("symptom_status", ["auto"], "id b: unknown symptom_status"),
+        ("routing", "lots", "id b: routing must map dimensions to their thresholds"),
+        ("model", {"x": 1}, "id b: model must be the model's spec"),
+    ],
+)
+def test_a_malformed_labels_row_is_refused_not_copied(tmp_path, field, value, message):
+    # The labels file's own rows, not only the coded ones: what merge copies must be what run writes.
+    labels = _labels(tmp_path)
+    rows = read_rows(labels)
+    rows[1][field] = value
+    write_jsonl(labels, rows)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "symptom": "hang"}])
+    out = tmp_path / "o.jsonl"
+    r = runner.invoke(app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(out)])
+    assert r.exit_code == 2 and "error:" in r.output and "internal error" not in r.output, r.output
+    with pytest.raises(MergeError, match=message):
+        merge_coded(labels, [coded], out)
+    assert not out.exists()
