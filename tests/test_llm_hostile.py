@@ -236,3 +236,19 @@ def test_the_internal_error_log_keeps_no_key(monkeypatch):
     assert "boom at http://h/v1" in text
     for s in ("QKEY-log-12345", "pw-LOG-9876", "sk-abcdefghijklmnopqrstu"):
         assert s not in text
+
+
+@pytest.mark.parametrize("retry_after", ["1e308", "inf", "-5", "Wed, 21 Oct 2999 07:28:00 GMT"])
+def test_a_servers_absurd_retry_after_is_capped(tmp_path, retry_after):
+    from classify.classifiers.llm.client import MAX_RETRY_AFTER
+
+    waits: list[float] = []
+
+    async def record(s: float) -> None:
+        waits.append(s)
+
+    with FakeOpenAI(DIMS, retry_after=retry_after) as fake:
+        clf = fake_classifier(fake.base_url, LLMStore(tmp_path / "llm.sqlite"), TAX, sleep=record, max_retries=3)
+        out = clf.predict([rec(1, "[fault:429:1]")])
+    assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
+    assert len(waits) == 1 and 0 <= waits[0] <= MAX_RETRY_AFTER * 1.2, waits
