@@ -252,3 +252,17 @@ def test_a_servers_absurd_retry_after_is_capped(tmp_path, retry_after):
         out = clf.predict([rec(1, "[fault:429:1]")])
     assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
     assert len(waits) == 1 and 0 <= waits[0] <= MAX_RETRY_AFTER * 1.2, waits
+
+
+def test_a_trickling_answer_hits_the_total_deadline_and_is_retried(tmp_path):
+    # One byte every 0.3 s: no single read waits out the 1 s timeout, so only a total deadline
+    # ends the request; the retry gets the right answer.
+    import time
+
+    with FakeOpenAI(DIMS, trickle_seconds=0.3) as fake:
+        clf = clf_for(fake, LLMStore(tmp_path / "llm.sqlite"), timeout=1.0, max_retries=3)
+        t0 = time.monotonic()
+        out = clf.predict([rec(1, "[fault:trickle:1]")])
+        took = time.monotonic() - t0
+    assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
+    assert clf.stats.retries == 1 and took < 8, took

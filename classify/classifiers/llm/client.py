@@ -38,6 +38,7 @@ from classify.core.http import redact, redact_url, retry_after_seconds, url_secr
 
 __all__ = ["Backoff", "ChatClient", "ChatResult", "ClientStats", "LLMError", "RequestFailed"]
 
+TOTAL_DEADLINE = 2.0  # a request's whole answer must come within this many --timeout's
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer gets this and another try
 _NO_KEY = "not-needed"  # what the openai client is given when the server needs no key
 _N_REFUSED = re.compile(r"\bn\b|'n'|\"n\"|\bchoices\b")
@@ -405,11 +406,15 @@ class ChatClient:
         self._log(log, "ok", 200, None, ms, res, usage)
         return res
 
-    @staticmethod
-    async def _post(route: Route, body: dict[str, Any]) -> tuple[int | None, Exception | None, Any]:
+    async def _post(self, route: Route, body: dict[str, Any]) -> tuple[int | None, Exception | None, Any]:
         """(HTTP status or None when no answer came, the error or None, the response)."""
+        # The client's timeout is per socket read: a server trickling a byte a second never trips
+        # it. The whole request gets TOTAL_DEADLINE timeouts, then is retried like a timeout.
+        total = TOTAL_DEADLINE * self.endpoint.timeout
         try:
-            return 200, None, await route.client.chat.completions.create(**body)
+            return 200, None, await asyncio.wait_for(route.client.chat.completions.create(**body), total)
+        except asyncio.TimeoutError:
+            return None, TimeoutError(f"no complete answer within {total:.0f} s (the server sends too slowly)"), None
         except openai.APIStatusError as e:
             return e.status_code, e, None
         except (openai.APITimeoutError, openai.APIConnectionError) as e:
@@ -454,7 +459,7 @@ class ChatClient:
         if status is None or status in (408, 409, 429) or status >= 500 or status == 200:
             kind = (
                 "timeout"
-                if isinstance(err, openai.APITimeoutError)
+                if isinstance(err, (openai.APITimeoutError, TimeoutError))
                 else ("connection" if status is None else ("malformed" if status == 200 else f"HTTP {status}"))
             )
             self._log(log, "transient", status, f"{kind}: {msg}", ms)
