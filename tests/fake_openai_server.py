@@ -12,7 +12,7 @@ on the seed, for self-consistency).
 Hostile answers: nested (`{"a":[` x 2000), parts (content as a list of text parts), object
 (content as a JSON object), lots / huge (usage.prompt_tokens "lots" / 1e400), poslp / nanlp
 (logprobs +2.5 / NaN), surrogate (a lone surrogate in the answer), echo (the Authorization header and query string written into the
-answer), big (the right labels after 1 MB of spaces), trickle (the right answer, one byte every
+answer), big (the right labels after 1 MB of spaces), giant (after 20 MB), trickle (the right answer, one byte every
 `trickle_seconds`: each read is quick, the whole never comes).
 
 Server-wide modes: `n_mode` "support" (n choices for `n`), "ignore" (one choice, as
@@ -327,6 +327,8 @@ class FakeOpenAI:
             if kind == "trickle":
                 status, headers, payload, _ = self._answer(body, good)
                 return status, {**headers, _TRICKLE: str(self.trickle_seconds)}, payload, 0.0
+            if kind == "giant":  # 20 MB: past the transport's bound while it streams in
+                return self._answer(body, None, content=" " * 20_000_000 + json.dumps(good))
             if kind == "big":
                 return self._answer(body, None, content=" " * 1_000_000 + json.dumps(good))
         if kind == "obey":

@@ -266,3 +266,18 @@ def test_a_trickling_answer_hits_the_total_deadline_and_is_retried(tmp_path):
         took = time.monotonic() - t0
     assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
     assert clf.stats.retries == 1 and took < 8, took
+
+
+def test_a_giant_answer_is_cut_off_as_it_arrives_and_not_asked_again(tmp_path):
+    from classify.classifiers.llm.bounded import MAX_CHAT_BYTES
+
+    store = LLMStore(tmp_path / "llm.sqlite")
+    with FakeOpenAI(DIMS) as fake:
+        clf = clf_for(fake, store, max_retries=3)
+        out = clf.predict([rec(1, "[fault:giant:99]"), rec(2)])
+        assert len(fake.requests_for("h001")) == 1  # the same 20 MB would come again
+    bad, good = out[TAX.dimension_ids[0]]
+    assert bad.status == "invalid" and f"larger than {MAX_CHAT_BYTES / 1e6:.0f} MB" in bad.extra["error"], bad
+    assert good.label == expected_labels("h002", DIMS)[TAX.dimension_ids[0]]
+    store.close()
+    assert (tmp_path / "llm.sqlite").stat().st_size < 400_000

@@ -29,6 +29,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from classify.classifiers.llm.answer import response_format
+from classify.classifiers.llm.bounded import AnswerTooLarge, BoundedTransport
 from classify.classifiers.llm.cache import LLMStore, request_key
 from classify.classifiers.llm.endpoint import STRUCTURED_STYLES, Endpoint
 from classify.classifiers.llm.pool import EndpointPool, Route
@@ -158,6 +159,7 @@ class ChatClient:
                 default_query=query or None,
                 max_retries=0,
                 timeout=self.endpoint.timeout,
+                http_client=openai.DefaultAsyncHttpxClient(transport=BoundedTransport()),
             )
             name = self.endpoint.identity or redact_url(url) or url
             routes.append(Route(name, client, self.endpoint.model))
@@ -417,7 +419,11 @@ class ChatClient:
             return None, TimeoutError(f"no complete answer within {total:.0f} s (the server sends too slowly)"), None
         except openai.APIStatusError as e:
             return e.status_code, e, None
+        except AnswerTooLarge as e:
+            return 200, e, None
         except (openai.APITimeoutError, openai.APIConnectionError) as e:
+            if isinstance(e.__cause__, AnswerTooLarge):  # as older SDKs wrap it
+                return 200, e.__cause__, None
             return None, e, None
         except (json.JSONDecodeError, openai.APIResponseValidationError, ValueError) as e:
             return 200, e, None
@@ -445,6 +451,9 @@ class ChatClient:
                 self.logprobs = False
                 self.stats.fallbacks.append(f"logprobs off: {msg[:120]}")
             raise _FormatRejected(msg)
+        if isinstance(err, AnswerTooLarge):
+            self._log(log, "error", status, msg, ms)
+            raise RequestFailed(msg)
         if status in (401, 403, 404):
             self._log(log, "error", status, msg, ms)
             why = (
