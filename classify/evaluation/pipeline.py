@@ -209,7 +209,7 @@ def run_eval(
         )
     if compare is not None:
         new_meta = {
-            "model": model,
+            "model": clf.spec,  # as the compared run's meta holds it: credentials stripped
             "options": options.run_meta(),
             "taxonomy_fingerprint": tax.fingerprint(),
             "gold_hash": res.gold.hash,
