@@ -91,8 +91,10 @@ def redact_url(url: str | None) -> str | None:
         netloc = u.hostname or ""
         if u.port:
             netloc += f":{u.port}"
-    except ValueError:  # a port that is not a number, a broken [IPv6] host: keep only the scheme
-        return f"{url.partition('://')[0]}://{MASK}"
+    except ValueError:  # a port that is not a number, a broken [IPv6] host: no userinfo, no query
+        scheme, _, rest = url.partition("://")
+        where = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+        return f"{scheme}://{where or MASK}"
     return urlunsplit((u.scheme, netloc, u.path, "", ""))
 
 
