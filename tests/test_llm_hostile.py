@@ -287,10 +287,11 @@ def test_a_giant_answer_is_cut_off_as_it_arrives_and_not_asked_again(tmp_path):
     "url, shown",
     [
         ("http://bob:pw-PORT-123@127.0.0.1:notaport/v1?api-key=QKEY-port-123", "http://127.0.0.1:notaport"),
-        ("http://127.0.0.1:99999/v1?api-key=QKEY-port-123", "http://127.0.0.1:99999/v1"),
+        ("http://127.0.0.1:99999/v1?api-key=QKEY-port-123", "http://127.0.0.1:99999"),
     ],
 )
-def test_a_base_url_with_a_bad_port_is_a_clear_error_without_its_key(url, shown):
-    r = runner.invoke(app, ["run", "--model", "openai:m", "--base-url", url, "--input", "x.jsonl"])
+def test_a_base_url_with_a_bad_port_is_a_clear_error_without_its_key(tmp_path, url, shown):
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"id": "p1", "title": "t", "body": "b"}])
+    r = runner.invoke(app, ["run", "--model", "openai:m", "--base-url", url, "--input", str(inp)])
     assert r.exit_code == 2 and f"base URL '{shown}'" in r.output and "expected http(s)://host" in r.output, r.output
     assert "QKEY-port-123" not in r.output and "pw-PORT-123" not in r.output and "CLASSIFY_DEBUG" not in r.output
