@@ -295,3 +295,15 @@ def test_a_base_url_with_a_bad_port_is_a_clear_error_without_its_key(tmp_path, u
     r = runner.invoke(app, ["run", "--model", "openai:m", "--base-url", url, "--input", str(inp)])
     assert r.exit_code == 2 and f"base URL '{shown}'" in r.output and "expected http(s)://host" in r.output, r.output
     assert "QKEY-port-123" not in r.output and "pw-PORT-123" not in r.output and "CLASSIFY_DEBUG" not in r.output
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("temperature", "nan"), ("temperature", "inf"), ("temperature", "-1"), ("timeout", "inf")]
+    + [("max_tokens", "-5"), ("price_in", "nan"), ("price_in", "-1"), ("price_out", "inf")],
+)
+def test_llm_settings_no_request_or_estimate_can_use_are_refused(key, value):
+    # NaN would go into the request body as non-standard JSON; a negative price gives a $-0.0 estimate.
+    with pytest.raises(ModelSpecError, match=f"option {key}: "):
+        make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: value}))
+    assert make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: "2"}))
