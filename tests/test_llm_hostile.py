@@ -307,3 +307,15 @@ def test_llm_settings_no_request_or_estimate_can_use_are_refused(key, value):
     with pytest.raises(ModelSpecError, match=f"option {key}: "):
         make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: value}))
     assert make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: "2"}))
+
+
+def test_urls_in_messages_lose_credentials_and_keep_what_names_the_request():
+    from classify.core.http import redact_urls_text
+
+    assert redact_urls_text("GET https://api.github.com/repos/a/b/issues?state=all&page=3: HTTP 502").endswith(
+        "issues?state=all&page=3: HTTP 502"
+    )
+    shown = redact_urls_text("at http://bob:pw-123456@h:8/v1?page=2&api-key=K-123456&code=Z-123456 failed")
+    assert shown == "at http://h:8/v1?page=2 failed"
+    spec = "ensemble:openai:x[base_url=http://h/v1?token=T-123456,k=3]+tfidf-embed"
+    assert redact_urls_text(spec) == "ensemble:openai:x[base_url=http://h/v1,k=3]+tfidf-embed"
