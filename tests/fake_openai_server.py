@@ -12,7 +12,8 @@ on the seed, for self-consistency).
 Hostile answers: nested (`{"a":[` x 2000), parts (content as a list of text parts), object
 (content as a JSON object), lots / huge (usage.prompt_tokens "lots" / 1e400), poslp / nanlp
 (logprobs +2.5 / NaN), surrogate (a lone surrogate in the answer), echo (the Authorization header and query string written into the
-answer), big (the right labels after 1 MB of spaces).
+answer), big (the right labels after 1 MB of spaces), giant (after 20 MB), trickle (the right answer, one byte every
+`trickle_seconds`: each read is quick, the whole never comes).
 
 Server-wide modes: `n_mode` "support" (n choices for `n`), "ignore" (one choice, as
 llama-cpp-python 0.3's server does) or "reject" (HTTP 400 naming `n`); `always` answers every
@@ -38,6 +39,7 @@ from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _TITLE = re.compile(r"<issue>\s*Title: ([^\n]*)")
+_TRICKLE = "X-Fake-Trickle"  # internal: how the handler is told to send the body byte by byte
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?::(\d+))?\]")
 
 
@@ -82,7 +84,9 @@ class FakeOpenAI:
         query_key: str | None = None,
         latency: float = 0.0,
         batch_polls: int = 2,
+        trickle_seconds: float = 0.3,
     ):
+        self.trickle_seconds = trickle_seconds
         self.batch_polls = batch_polls
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
@@ -100,6 +104,7 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = defaultdict(int)  # requests per issue title
         self.log: list[dict] = []  # every chat request: title, time, status, body
+        self.stopped = threading.Event()  # trickling handlers stop when the server does
         self.httpd = _Server(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -113,6 +118,7 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopped.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -318,6 +324,11 @@ class FakeOpenAI:
             if kind == "surrogate":  # lone surrogates and NULs, raw and as JSON escapes: no UTF-8 text holds them
                 text = json.dumps(good)[:-1] + ', "rationale": "\ud800 \\udfff \\u0000 x"}\x00'
                 return self._answer(body, None, content=text)
+            if kind == "trickle":
+                status, headers, payload, _ = self._answer(body, good)
+                return status, {**headers, _TRICKLE: str(self.trickle_seconds)}, payload, 0.0
+            if kind == "giant":  # 20 MB: past the transport's bound while it streams in
+                return self._answer(body, None, content=" " * 20_000_000 + json.dumps(good))
             if kind == "big":
                 return self._answer(body, None, content=" " * 1_000_000 + json.dumps(good))
         if kind == "obey":
@@ -389,12 +400,22 @@ class FakeOpenAI:
                 pass
 
             def _send(self, status, headers, payload):
+                headers = dict(headers)
+                trickle = float(headers.pop(_TRICKLE, 0) or 0)
                 try:
                     self.send_response(status)
                     for k, v in headers.items():
                         self.send_header(k, v)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
+                    if trickle:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i : i + 1])
+                            self.wfile.flush()
+                            time.sleep(trickle)
+                            if fake.stopped.is_set():
+                                return
+                        return
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout)

@@ -80,6 +80,25 @@ def test_a_failing_server_is_taken_out_and_the_run_completes(tmp_path):
         assert sum("out for" in f for f in clf.stats.fallbacks) == 2
 
 
+def test_a_server_refusing_the_key_or_model_is_retired_and_the_others_serve_the_run(tmp_path):
+    import pytest
+
+    from classify.classifiers.llm.client import LLMError
+
+    recs = _records(16)
+    with FakeOpenAI(DIMS) as good, FakeOpenAI(DIMS, always=401) as nokey, FakeOpenAI(DIMS, model="other") as nomodel:
+        clf = _clf([nokey.base_url, nomodel.base_url, good.base_url], LLMStore(tmp_path / "llm.sqlite"))
+        out = clf.predict(recs)
+        _all_right(out, recs)
+        # each misconfigured replica answers what was in flight to it, then is never asked again
+        assert 1 <= nokey.n_requests <= 8 and 1 <= nomodel.n_requests <= 8
+        assert sum("out for the rest of the run" in f for f in clf.stats.fallbacks) == 2
+        assert good.n_requests == 16 and clf.stats.failed == 0
+        # with no server left that takes the key, the run stops with the clear error
+        with pytest.raises(LLMError, match="authentication failed"):
+            _clf([nokey.base_url, nokey.base_url + "/"], LLMStore(tmp_path / "b.sqlite")).predict(recs[:2])
+
+
 def test_repeated_base_url_flag_and_logs_endpoints(tmp_path):
     rows = [{"id": f"c{k:02d}", "title": f"c{k:02d} kernel fails", "body": "b"} for k in range(10)]
     inp, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "labels.jsonl"

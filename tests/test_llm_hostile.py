@@ -190,3 +190,132 @@ def test_confidence_is_a_probability_whatever_the_server_sends():
     assert span_probability([(t, math.nan if t == "b" else v) for t, v in toks], content, (7, 8)) is None
     ok = span_probability([(t, -0.2) for t, _ in toks], content, (7, 8))
     assert ok == pytest.approx(math.exp(-0.2))
+
+
+def test_a_gateway_key_in_an_ensemble_members_brackets_is_sent_and_kept_nowhere(tmp_path, monkeypatch):
+    # `openai:m[base_url=URL?api-key=K]` is the only way to give one member its own gateway: the key
+    # reaches that server, and the spec kept in labels rows, provenance and eval folders lacks it.
+    qkey = "QKEY-ensemble-5550123"
+    rows = [{"id": f"m{k}", "title": f"m{k} kernel fails", "body": "b"} for k in range(3)]
+    inp, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "labels.jsonl"
+    with FakeOpenAI(DIMS, query_key=qkey) as keyed, FakeOpenAI(DIMS) as plain:
+        spec = f"ensemble:openai:fake-model[base_url={keyed.base_url}?api-key={qkey}]+openai:fake-model[base_url={plain.base_url}]"
+        r = runner.invoke(app, ["run", "--model", spec, "--input", str(inp), "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        assert keyed.log and all(e["status"] == 200 for e in keyed.log)  # the key was sent
+        evals = tmp_path / "evals"
+        r2 = runner.invoke(app, ["eval", "--model", spec, "--limit", "6", "--out-dir", str(evals)])
+        assert r2.exit_code == 0, r2.output
+    row = json.loads(out.read_text().splitlines()[0])
+    assert (
+        row["model"]
+        == f"ensemble:openai:fake-model[base_url={keyed.base_url}]+openai:fake-model[base_url={plain.base_url}]"
+    )
+    assert row[TAX.dimension_ids[0]] == expected_labels("m0", DIMS)[TAX.dimension_ids[0]]
+    kept = out.read_text() + r.output + r2.output
+    kept += "".join(
+        str(p) + (p.read_text() if p.suffix in (".json", ".md", ".jsonl") else "") for p in evals.rglob("*")
+    )
+    assert qkey not in kept
+    # a bad member quoted back in an error keeps no key either
+    r3 = runner.invoke(
+        app, ["run", "--model", f"ensemble:openai:m[base_url=http://h/v1?api-key={qkey}", "-i", str(inp)]
+    )
+    assert r3.exit_code == 2 and "error:" in r3.output and qkey not in r3.output
+
+
+def test_the_internal_error_log_keeps_no_key(monkeypatch):
+    from classify.cli.common import _internal_error_log
+
+    monkeypatch.setattr("sys.argv", ["classify", "run", "--base-url", "http://h/v1?api-key=QKEY-log-12345"])
+    try:
+        raise RuntimeError("boom at http://bob:pw-LOG-9876@h/v1 with sk-abcdefghijklmnopqrstu")
+    except RuntimeError as e:
+        path = _internal_error_log(e)
+    text = open(path).read()
+    assert "boom at http://h/v1" in text
+    for s in ("QKEY-log-12345", "pw-LOG-9876", "sk-abcdefghijklmnopqrstu"):
+        assert s not in text
+
+
+@pytest.mark.parametrize("retry_after", ["1e308", "inf", "-5", "Wed, 21 Oct 2999 07:28:00 GMT"])
+def test_a_servers_absurd_retry_after_is_capped(tmp_path, retry_after):
+    from classify.classifiers.llm.client import MAX_RETRY_AFTER
+
+    waits: list[float] = []
+
+    async def record(s: float) -> None:
+        waits.append(s)
+
+    with FakeOpenAI(DIMS, retry_after=retry_after) as fake:
+        clf = fake_classifier(fake.base_url, LLMStore(tmp_path / "llm.sqlite"), TAX, sleep=record, max_retries=3)
+        out = clf.predict([rec(1, "[fault:429:1]")])
+    assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
+    assert len(waits) == 1 and 0 <= waits[0] <= MAX_RETRY_AFTER * 1.2, waits
+
+
+def test_a_trickling_answer_hits_the_total_deadline_and_is_retried(tmp_path):
+    # One byte every 0.3 s: no single read waits out the 1 s timeout, so only a total deadline
+    # ends the request; the retry gets the right answer.
+    import time
+
+    with FakeOpenAI(DIMS, trickle_seconds=0.3) as fake:
+        clf = clf_for(fake, LLMStore(tmp_path / "llm.sqlite"), timeout=1.0, max_retries=3)
+        t0 = time.monotonic()
+        out = clf.predict([rec(1, "[fault:trickle:1]")])
+        took = time.monotonic() - t0
+    assert out[TAX.dimension_ids[0]][0].label == expected_labels("h001", DIMS)[TAX.dimension_ids[0]]
+    assert clf.stats.retries == 1 and took < 8, took
+
+
+def test_a_giant_answer_is_cut_off_as_it_arrives_and_not_asked_again(tmp_path):
+    from classify.classifiers.llm.bounded import MAX_CHAT_BYTES
+
+    store = LLMStore(tmp_path / "llm.sqlite")
+    with FakeOpenAI(DIMS) as fake:
+        clf = clf_for(fake, store, max_retries=3)
+        out = clf.predict([rec(1, "[fault:giant:99]"), rec(2)])
+        assert len(fake.requests_for("h001")) == 1  # the same 20 MB would come again
+    bad, good = out[TAX.dimension_ids[0]]
+    assert bad.status == "invalid" and f"larger than {MAX_CHAT_BYTES / 1e6:.0f} MB" in bad.extra["error"], bad
+    assert good.label == expected_labels("h002", DIMS)[TAX.dimension_ids[0]]
+    store.close()
+    assert (tmp_path / "llm.sqlite").stat().st_size < 400_000
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://bob:pw-PORT-123@127.0.0.1:notaport/v1?api-key=QKEY-port-123", "http://127.0.0.1:notaport"),
+        ("http://127.0.0.1:99999/v1?api-key=QKEY-port-123", "http://127.0.0.1:99999"),
+    ],
+)
+def test_a_base_url_with_a_bad_port_is_a_clear_error_without_its_key(tmp_path, url, shown):
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"id": "p1", "title": "t", "body": "b"}])
+    r = runner.invoke(app, ["run", "--model", "openai:m", "--base-url", url, "--input", str(inp)])
+    assert r.exit_code == 2 and f"base URL '{shown}'" in r.output and "expected http(s)://host" in r.output, r.output
+    assert "QKEY-port-123" not in r.output and "pw-PORT-123" not in r.output and "CLASSIFY_DEBUG" not in r.output
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("temperature", "nan"), ("temperature", "inf"), ("temperature", "-1"), ("timeout", "inf")]
+    + [("max_tokens", "-5"), ("price_in", "nan"), ("price_in", "-1"), ("price_out", "inf")],
+)
+def test_llm_settings_no_request_or_estimate_can_use_are_refused(key, value):
+    # NaN would go into the request body as non-standard JSON; a negative price gives a $-0.0 estimate.
+    with pytest.raises(ModelSpecError, match=f"option {key}: "):
+        make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: value}))
+    assert make_classifier("openai:m", TAX, ModelOptions(extra={"base_url": "http://127.0.0.1:9/v1", key: "2"}))
+
+
+def test_urls_in_messages_lose_credentials_and_keep_what_names_the_request():
+    from classify.core.http import redact_urls_text
+
+    assert redact_urls_text("GET https://api.github.com/repos/a/b/issues?state=all&page=3: HTTP 502").endswith(
+        "issues?state=all&page=3: HTTP 502"
+    )
+    shown = redact_urls_text("at http://bob:pw-123456@h:8/v1?page=2&api-key=K-123456&code=Z-123456 failed")
+    assert shown == "at http://h:8/v1?page=2 failed"
+    spec = "ensemble:openai:x[base_url=http://h/v1?token=T-123456,k=3]+tfidf-embed"
+    assert redact_urls_text(spec) == "ensemble:openai:x[base_url=http://h/v1,k=3]+tfidf-embed"

@@ -231,3 +231,29 @@ def test_a_review_loop_gold_version_merges_its_codes_of_labeled_rows_with_only_l
     rows = {row["id"]: row for row in read_rows(tmp_path / "o.jsonl")}
     assert set(rows) == {"a", "b", "c"}
     assert rows["b"]["symptom"] == "crash" and rows["b"]["symptom_status"] == "coded"
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("symptom", ["crash"], r"id b: unknown symptom label \['crash'\]"),
+        ("symptom", "gpu_meltdown", "id b: unknown symptom label 'gpu_meltdown'"),
+        ("symptom_status", "bogus", "id b: unknown symptom_status 'bogus'"),
+        ("symptom_status", ["auto"], "id b: unknown symptom_status"),
+        ("routing", "lots", "id b: routing must map dimensions to their thresholds"),
+        ("model", {"x": 1}, "id b: model must be the model's spec"),
+    ],
+)
+def test_a_malformed_labels_row_is_refused_not_copied(tmp_path, field, value, message):
+    # The labels file's own rows, not only the coded ones: what merge copies must be what run writes.
+    labels = _labels(tmp_path)
+    rows = read_rows(labels)
+    rows[1][field] = value
+    write_jsonl(labels, rows)
+    coded = write_jsonl(tmp_path / "coded.jsonl", [{"id": "a", "symptom": "hang"}])
+    out = tmp_path / "o.jsonl"
+    r = runner.invoke(app, ["merge", "--labels", str(labels), "--coded", str(coded), "--out", str(out)])
+    assert r.exit_code == 2 and "error:" in r.output and "internal error" not in r.output, r.output
+    with pytest.raises(MergeError, match=message):
+        merge_coded(labels, [coded], out)
+    assert not out.exists()

@@ -41,7 +41,10 @@ def test_a_phase_bar_starts_its_clock_at_its_first_update(capsys):
     bar.total = 10
     time.sleep(1.2)  # training the fold models, before any record is encoded
     bar.update(10)
-    assert bar.bar.format_dict["elapsed"] < 1.0
+    # tqdm on a terminal, plain lines in a log (pytest's stderr): either one's clock starts at the update
+    shown = bar.bar
+    elapsed = shown.format_dict["elapsed"] if hasattr(shown, "format_dict") else time.monotonic() - shown.start
+    assert elapsed < 1.0
     bar.close()
     never = PhaseBar("labeling")
     never.close()  # a phase that never ran shows no bar

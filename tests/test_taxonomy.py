@@ -212,6 +212,20 @@ def test_duplicate_yaml_keys_are_refused_naming_the_lines(tmp_path, raw):
         load_taxonomy(p)
 
 
+def test_a_key_repeated_on_one_line_or_a_non_finite_version_is_refused(tmp_path):
+    p = tmp_path / "t.yaml"
+    head = "name: a\nversion: 1\ndimensions:\n  s:\n    categories:\n"
+    p.write_text(head + "      - {id: x, definition: one, definition: two}\n      - {id: y, definition: y}\n")
+    with pytest.raises(TaxonomyError, match="line 6: key 'definition' repeats the one at column 17 of that line"):
+        load_taxonomy(p)
+    for bad in (".nan", ".inf", "-.inf"):
+        p.write_text(head.replace("version: 1", f"version: {bad}") + "      - {id: x, definition: one}\n")
+        with pytest.raises(TaxonomyError, match="version: must be a finite number or text"):
+            load_taxonomy(p)
+    p.write_text(head.replace("version: 1", "version: 1.5") + "      - {id: x, definition: one}\n")
+    assert load_taxonomy(p).label == "a@1.5"
+
+
 def test_anchors_for_shared_lists_still_work(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text(

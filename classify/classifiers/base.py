@@ -44,7 +44,7 @@ from classify.classifiers.options import (
     parse_options,
 )
 from classify.core.errors import ClassifyError
-from classify.core.http import redact_urls_in
+from classify.core.http import redact_urls_in, redact_urls_text
 from classify.core.records import Record
 from classify.core.taxonomy import Taxonomy
 
@@ -129,7 +129,9 @@ class Classifier(BaseEstimator, ABC):
     uses_encoder: ClassVar[bool] = True
 
     def __init__(self, spec: str, taxonomy: Taxonomy, options: ModelOptions, params: Any):
-        self.spec = spec
+        # What is shown and stored (labels rows, eval folders): an ensemble member's
+        # `[base_url=...?api-key=K]` without the key. The members' own options keep the real URL.
+        self.spec = redact_urls_text(spec)
         self.taxonomy = taxonomy
         self.options = options
         self.params = params

@@ -38,6 +38,7 @@ from classify.classifiers.base import (
 )
 from classify.classifiers.llm.settings import is_llm_option
 from classify.classifiers.options import OptionsModel, normalize_keys, parse_options
+from classify.core.http import redact_urls_text
 from classify.core.records import Record
 from classify.core.taxonomy import Dimension, Taxonomy
 
@@ -255,5 +256,8 @@ class EnsembleClassifier(Classifier):
         return {
             "model": self.spec,
             "confidence": self.params.confidence,
-            "members": [{"member": m.text, **c.provenance()} for m, c in zip(self.params.members, self.members_)],
+            "members": [
+                {"member": redact_urls_text(m.text), **c.provenance()}
+                for m, c in zip(self.params.members, self.members_)
+            ],
         }

@@ -55,6 +55,9 @@ def fail(msg: str) -> NoReturn:
     """Print `error: msg` and exit 2 (the exit code of every user error)."""
     from rich.markup import escape
 
+    from classify.core.http import redact_urls_text
+
+    msg = redact_urls_text(msg)  # a URL quoted back (a bad spec, a refused --base-url) keeps no key
     # escape: messages quote user input such as `ensemble:a[embed=false]+b`, which rich would eat as a tag.
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True, emoji=False)
     raise typer.Exit(2)
@@ -341,13 +344,16 @@ def _internal_error_log(e: BaseException) -> str:
     import traceback
     from datetime import datetime, timezone
 
+    from classify.core.http import redact, redact_urls_text
     from classify.core.paths import cache_dir
 
     try:
         path = cache_dir() / "errors.log"
         with path.open("a", encoding="utf-8") as f:
-            f.write(f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} {' '.join(sys.argv)}\n")
-            f.write("".join(traceback.format_exception(type(e), e, e.__traceback__)))
+            # the command line and the traceback may carry a --base-url key or a key-shaped token
+            head = f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} {' '.join(sys.argv)}\n"
+            body = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            f.write(redact(redact_urls_text(head + body), keylike=False))
         return str(path)
     except OSError:
         return "(could not write the log)"

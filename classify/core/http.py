@@ -86,11 +86,41 @@ def redact_url(url: str | None) -> str | None:
     """`url` without user:password and query string (some gateways take keys there): what may be kept."""
     if not url:
         return url
-    u = urlsplit(url)
-    netloc = u.hostname or ""
-    if u.port:
-        netloc += f":{u.port}"
+    try:
+        u = urlsplit(url)
+        netloc = u.hostname or ""
+        if u.port:
+            netloc += f":{u.port}"
+    except ValueError:  # a port that is not a number, a broken [IPv6] host: no userinfo, no query
+        scheme, _, rest = url.partition("://")
+        where = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+        return f"{scheme}://{where or MASK}"
     return urlunsplit((u.scheme, netloc, u.path, "", ""))
+
+
+# A URL inside longer text (a model spec's `[base_url=...]`, a command line): up to a space, a
+# quote, or what ends an ensemble member's option (`,` `]` `+`).
+_KEYISH = re.compile(r"key|token|secret|pass|auth|sig|cred|code|session", re.IGNORECASE)
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9.\-]*://[^\s,\[\]+'\"<>]+")
+
+
+def redact_urls_text(text: str) -> str:
+    """`text` with every URL in it stripped of user:password@ and of query parameters named like a
+    credential (`api-key`, `token`, `sig`, `code`...); other parameters (`?page=3`) stay, as they
+    say which request failed. The same object when nothing changes, so a classifier's spec stays
+    sklearn-clonable."""
+
+    def clean(m: re.Match[str]) -> str:
+        u = m.group(0)
+        scheme, _, rest = u.partition("://")
+        cut = re.search(r"[/?#]", rest)
+        authority, tail = (rest[: cut.start()], rest[cut.start() :]) if cut else (rest, "")
+        path, q, query = tail.partition("?")
+        kept = [p for p in re.split(r"[&;]", query) if p and not _KEYISH.search(p.partition("=")[0])]
+        return f"{scheme}://{authority.rpartition('@')[2]}{path}{'?' + '&'.join(kept) if kept else ''}"
+
+    out = _URL_IN_TEXT.sub(clean, text)
+    return text if out == text else out
 
 
 def url_secrets(url: str | None) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +169,8 @@ def _collisions(path, data: dict, dims: dict[str, Dimension]) -> None:
     version = data["version"]
     if isinstance(version, bool) or not isinstance(version, (str, int, float)):
         raise _fail(path, "version", f"must be a number or text, not {type(version).__name__}")
+    if isinstance(version, float) and not math.isfinite(version):  # `.nan` would label every run name@nan
+        raise _fail(path, "version", f"must be a finite number or text, not {version}")
 
 
 def _str_list(path, where, value) -> tuple[str, ...]:

@@ -51,15 +51,16 @@ def _duplicate_key(node: yaml.Node, seen_nodes: set[int]) -> str | None:
             continue
         seen_nodes.add(id(n))
         if isinstance(n, yaml.MappingNode):
-            keys: dict[tuple[str, str], int] = {}
+            keys: dict[tuple[str, str], yaml.Node] = {}
             for k, v in n.value:
                 todo.append(v)
                 if not isinstance(k, yaml.ScalarNode) or k.tag == MERGE_TAG:
                     continue
-                line = k.start_mark.line + 1
-                first = keys.setdefault((k.tag, k.value), line)
-                if first != line:
-                    return f"line {line}: key {k.value!r} repeats the one at line {first} (YAML keeps only the last)"
+                first = keys.setdefault((k.tag, k.value), k)
+                if first is not k:  # the same line too: `{name: A, name: B}`
+                    at, was = k.start_mark, first.start_mark
+                    where = f"line {was.line + 1}" if was.line != at.line else f"column {was.column + 1} of that line"
+                    return f"line {at.line + 1}: key {k.value!r} repeats the one at {where} (YAML keeps only the last)"
         elif isinstance(n, yaml.SequenceNode):
             todo.extend(n.value)
     return None

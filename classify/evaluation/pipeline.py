@@ -151,7 +151,7 @@ def run_eval(
         )  # fmt: skip
         res = grouped.result
     elif t is not None:
-        say(f"{model}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
+        say(f"{clf.spec}: trained on all {len(g)} gold records, tested on {len(t)} records of {test}")
         if expected:
             expected(len(t))
         res = evaluate_on_test(clf, g, t, predicted=predicted, allow_overlap=test_overlap == "keep")
@@ -164,12 +164,12 @@ def run_eval(
         held = evaluated_folds(g, folds, seed, limit, given_folds)
         n_eval = len(limit_sample(len(g), limit, seed))
         if n_eval == len(g):
-            say(f"{model}: {folds}-fold cross-validation on {len(g)} gold records")
+            say(f"{clf.spec}: {folds}-fold cross-validation on {len(g)} gold records")
         else:
             # Say what is really evaluated: a sample, in the folds that hold it (each fold's model still
             # trains on every record outside its fold).
             say(
-                f"{model}: {n_eval} of {len(g)} gold records evaluated (seeded sample, --limit), in "
+                f"{clf.spec}: {n_eval} of {len(g)} gold records evaluated (seeded sample, --limit), in "
                 f"{len(held)} of the {folds} cross-validation folds; each fold's model trains on the "
                 "records outside its fold"
             )
@@ -209,7 +209,7 @@ def run_eval(
         )
     if compare is not None:
         new_meta = {
-            "model": model,
+            "model": clf.spec,  # as the compared run's meta holds it: credentials stripped
             "options": options.run_meta(),
             "taxonomy_fingerprint": tax.fingerprint(),
             "gold_hash": res.gold.hash,

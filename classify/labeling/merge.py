@@ -118,6 +118,25 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _check_labels_row(row: dict[str, Any], tax: Taxonomy, where: str) -> None:
+    """What merge copies and reads from a labels row: labels the codebook has, a status this toolkit
+    writes, a routing table of thresholds, a model named by text."""
+    labelrow.check_labels(row, tax, where, error=MergeError)
+    for d in routable_dimensions(tax):
+        v = row.get(f"{d}_status")
+        if v is not None and labelrow.status(row, d) is None and not labelrow.is_invalid(row, d):
+            known = ", ".join(s.value for s in labelrow.Status)
+            raise MergeError(f"{where}: unknown {d}_status {str(v)[:60]!r} (known: {known})")
+    routing = row.get("routing")
+    if routing is not None and (
+        not isinstance(routing, dict) or not all(isinstance(r, dict) or r is None for r in routing.values())
+    ):
+        raise MergeError(f"{where}: routing must map dimensions to their thresholds, got {str(routing)[:60]!r}")
+    model = row.get("model")
+    if model is not None and not isinstance(model, str):
+        raise MergeError(f"{where}: model must be the model's spec (text), got {str(model)[:60]!r}")
+
+
 def _coded_rows(paths: list[Path], tax: Taxonomy) -> dict[str, dict[str, Any]]:
     coded: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}
@@ -167,6 +186,8 @@ def merge_coded(
             f"{labels}: labeled with taxonomy {', '.join(other)}, but the codes are checked against {tax.label}"
         )
     labelrow.check_ids(rows, labels, error=MergeError)
+    for row in rows:
+        _check_labels_row(row, tax, f"{labels}: id {row['id']}")
     by_id = {str(r["id"]): r for r in rows}
     codes = _coded_rows(coded_paths, tax)
     unknown = sorted(set(codes) - set(by_id))

@@ -102,7 +102,7 @@ def label_file(
     partitioned = str(out).endswith(("/", os.sep)) or (Path(out).is_dir() and Path(out).suffix != ".hf")
     out = Path(out)
     if partitioned and engine != "ray":
-        raise UsageError(f"--out {out}/: a folder of Parquet parts is written by --engine ray; give a file")
+        raise UsageError(f"--out {out}/ is a folder: only --engine ray writes a folder (of Parquet parts); give a file")
     if partitioned and out.exists():
         if not labelparts.is_parts_folder(out) and any(out.iterdir()):  # never written into, nor removed
             raise RunError(f"{out}: a folder that holds no classify run; give an empty or new folder")
@@ -190,7 +190,7 @@ def label_file(
                 clf = router.labeling_model(model, options)
                 row_fields = router.fields
             n_models = f"{len(set(clf.folds))} fold models of " if isinstance(clf, FoldModels) else ""
-            say(f"training {n_models}{model} on {len(g)} gold records ({tax.label})")
+            say(f"training {n_models}{clf.spec} on {len(g)} gold records ({tax.label})")
             clf.fit(train_gold.records, train_gold.labels)
             prov = provenance_for(clf, g)
             prov["taxonomy"] = tax.label

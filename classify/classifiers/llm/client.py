@@ -29,6 +29,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from classify.classifiers.llm.answer import response_format
+from classify.classifiers.llm.bounded import AnswerTooLarge, BoundedTransport
 from classify.classifiers.llm.cache import LLMStore, request_key
 from classify.classifiers.llm.endpoint import STRUCTURED_STYLES, Endpoint
 from classify.classifiers.llm.pool import EndpointPool, Route
@@ -38,6 +39,7 @@ from classify.core.http import redact, redact_url, retry_after_seconds, url_secr
 
 __all__ = ["Backoff", "ChatClient", "ChatResult", "ClientStats", "LLMError", "RequestFailed"]
 
+TOTAL_DEADLINE = 2.0  # a request's whole answer must come within this many --timeout's
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer gets this and another try
 _NO_KEY = "not-needed"  # what the openai client is given when the server needs no key
 _N_REFUSED = re.compile(r"\bn\b|'n'|\"n\"|\bchoices\b")
@@ -157,6 +159,7 @@ class ChatClient:
                 default_query=query or None,
                 max_retries=0,
                 timeout=self.endpoint.timeout,
+                http_client=openai.DefaultAsyncHttpxClient(transport=BoundedTransport()),
             )
             name = self.endpoint.identity or redact_url(url) or url
             routes.append(Route(name, client, self.endpoint.model))
@@ -405,14 +408,22 @@ class ChatClient:
         self._log(log, "ok", 200, None, ms, res, usage)
         return res
 
-    @staticmethod
-    async def _post(route: Route, body: dict[str, Any]) -> tuple[int | None, Exception | None, Any]:
+    async def _post(self, route: Route, body: dict[str, Any]) -> tuple[int | None, Exception | None, Any]:
         """(HTTP status or None when no answer came, the error or None, the response)."""
+        # The client's timeout is per socket read: a server trickling a byte a second never trips
+        # it. The whole request gets TOTAL_DEADLINE timeouts, then is retried like a timeout.
+        total = TOTAL_DEADLINE * self.endpoint.timeout
         try:
-            return 200, None, await route.client.chat.completions.create(**body)
+            return 200, None, await asyncio.wait_for(route.client.chat.completions.create(**body), total)
+        except asyncio.TimeoutError:
+            return None, TimeoutError(f"no complete answer within {total:.0f} s (the server sends too slowly)"), None
         except openai.APIStatusError as e:
             return e.status_code, e, None
+        except AnswerTooLarge as e:
+            return 200, e, None
         except (openai.APITimeoutError, openai.APIConnectionError) as e:
+            if isinstance(e.__cause__, AnswerTooLarge):  # as older SDKs wrap it
+                return 200, e.__cause__, None
             return None, e, None
         except (json.JSONDecodeError, openai.APIResponseValidationError, ValueError) as e:
             return 200, e, None
@@ -440,20 +451,24 @@ class ChatClient:
                 self.logprobs = False
                 self.stats.fallbacks.append(f"logprobs off: {msg[:120]}")
             raise _FormatRejected(msg)
-        if status in (401, 403):
+        if isinstance(err, AnswerTooLarge):
             self._log(log, "error", status, msg, ms)
-            raise LLMError(
-                f"{route.name}: authentication failed (HTTP {status}); check the key in ${self.endpoint.api_key_env}: {msg}"
-            )
-        if status == 404:
+            raise RequestFailed(msg)
+        if status in (401, 403, 404):
             self._log(log, "error", status, msg, ms)
-            raise LLMError(
-                f"{route.name}: not found (HTTP 404); check the base URL and the model name {self.endpoint.model!r}: {msg}"
+            why = (
+                f"not found (HTTP 404); check the base URL and the model name {self.endpoint.model!r}"
+                if status == 404
+                else f"authentication failed (HTTP {status}); check the key in ${self.endpoint.api_key_env}"
             )
+            assert self.pool is not None
+            if self.pool.retire(route, why):  # one replica misconfigured: the others go on serving
+                raise _Transient(f"HTTP {status}: {msg[:300]}", status, None, failover=True)
+            raise LLMError(f"{route.name}: {why}: {msg}")
         if status is None or status in (408, 409, 429) or status >= 500 or status == 200:
             kind = (
                 "timeout"
-                if isinstance(err, openai.APITimeoutError)
+                if isinstance(err, (openai.APITimeoutError, TimeoutError))
                 else ("connection" if status is None else ("malformed" if status == 200 else f"HTTP {status}"))
             )
             self._log(log, "transient", status, f"{kind}: {msg}", ms)

@@ -132,7 +132,11 @@ def check_reachable(urls: str | tuple[str, ...], timeout: float = 10.0) -> None:
 
 def check_url(url: str) -> str:
     """`url` if it can be a server's base URL; EndpointError (not naming any credential) if not."""
-    u = urlsplit(url)
+    try:
+        u = urlsplit(url)
+        u.port  # noqa: B018 (raises on a port that is not a number in 0-65535)
+    except ValueError as e:
+        raise EndpointError(f"base URL {redact_url(url)!r}: {e}; expected http(s)://host[:port]/path") from None
     if u.scheme not in ("http", "https") or not u.hostname:
         raise EndpointError(f"base URL {redact_url(url)!r}: expected http(s)://host[:port]/path")
     if u.username or u.password:

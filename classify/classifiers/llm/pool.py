@@ -5,7 +5,9 @@ far), among those in service. A server whose requests fail `fail_limit` times in
 connection, timeout, 5xx) is taken out for `cooldown` seconds, doubling up to `max_cooldown` each
 time it fails again; after that it gets one request again, and a success puts it back. When every
 server is out, the one back soonest is tried rather than none. What each server can do (whether
-it honours `n`) is found out once per server and remembered for the process.
+it honours `n`) is found out once per server and remembered for the process. A server that refuses
+the key or does not know the model (401, 403, 404) is retired for the run while others serve it:
+waiting does not mend a configuration.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Route:
     fails: int = 0  # consecutive failures
     down_until: float = 0.0
     cooldown: float = 0.0
+    retired: bool = False  # refused the key or the model: never asked again this run
     n_probe: asyncio.Future | None = None  # done when the request finding out whether `n` works is back
 
     @property
@@ -65,11 +68,20 @@ class EndpointPool:
 
     def up(self) -> list[Route]:
         now = self.clock()
-        return [r for r in self.routes if r.down_until <= now]
+        return [r for r in self.routes if r.down_until <= now and not r.retired]
+
+    def retire(self, route: Route, why: str) -> bool:
+        """Take `route` out for good (a wrong key or model there); whether another server is left."""
+        if not route.retired:
+            route.retired = True
+            if self.on_out is not None and any(not r.retired for r in self.routes):
+                self.on_out(f"{route.name} out for the rest of the run: {why}")
+        return any(not r.retired for r in self.routes)
 
     def pick(self) -> Route:
         """The server the next request goes to; the caller calls release() when it is back."""
-        live = self.up() or [min(self.routes, key=lambda r: r.down_until)]
+        serving = [r for r in self.routes if not r.retired] or self.routes
+        live = self.up() or [min(serving, key=lambda r: r.down_until)]
         route = min(live, key=lambda r: (r.outstanding, r.sent))
         route.outstanding += 1
         route.sent += 1

@@ -43,7 +43,8 @@ class LLMSettings(OptionsModel):
     fold_system: bool | None = None
     logprobs: bool | None = None
     timeout: Annotated[
-        float | None, Field(gt=0, description="seconds per request; default 120, 600 for local servers")
+        float | None,
+        Field(gt=0, allow_inf_nan=False, description="seconds per request; default 120, 600 for local servers"),
     ] = None
     # prompting
     strategy: Strategy = "zero-shot"
@@ -56,8 +57,8 @@ class LLMSettings(OptionsModel):
     example_chars: Annotated[int, _at_least(100, "characters per few-shot example")] = 1200
     # sampling
     samples: Annotated[int, _at_least(1, ">1: self-consistency, confidence = vote share")] = 1
-    temperature: float | None = None  # default 0, or 0.7 when samples > 1
-    max_tokens: int | None = None  # default 96, 320 with a rationale
+    temperature: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None  # default 0, 0.7 when samples > 1
+    max_tokens: Annotated[int | None, Field(ge=1)] = None  # default 96, 320 with a rationale
     # robustness and cost
     concurrency: Annotated[int | None, _at_least(1, "requests in flight; default 4, 2 for local servers")] = None
     max_retries: Annotated[int, _at_least(0, "transport retries per request (429, 5xx, timeouts)")] = 6
@@ -66,8 +67,9 @@ class LLMSettings(OptionsModel):
     batch: bool = False  # ask through the server's batch API (/v1/batches): half the price on OpenAI
     repair: Literal["interactive", "batch"] = "interactive"  # with batch: where invalid answers are re-asked
     batch_poll: Annotated[float, Field(gt=0, description="seconds between polls of a submitted batch")] = 30.0
-    price_in: float | None = None  # USD per 1M prompt tokens, for the dry-run estimate
-    price_out: float | None = None  # USD per 1M completion tokens
+    # USD per 1M prompt / completion tokens, for the dry-run estimate
+    price_in: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
+    price_out: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
     # local server
     n_ctx: Annotated[int, _at_least(512, "local server context size, tokens")] = 8192
     n_threads: int | None = None
