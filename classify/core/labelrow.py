@@ -166,6 +166,15 @@ def status(row: Mapping[str, Any], dim: str) -> Status | None:
         return None
 
 
+def unknown_status(row: Mapping[str, Any], dim: str) -> str | None:
+    """The row's status word for `dim` when it is one this toolkit never writes (else None), cut short
+    for a message."""
+    v = row.get(f"{dim}_status")
+    if v is None or status(row, dim) is not None or is_invalid(row, dim):
+        return None
+    return str(v)[:60]
+
+
 def is_coded(row: Mapping[str, Any], dim: str) -> bool:
     """Coded by people: counted as is, never corrected for a model's errors."""
     return status(row, dim) is Status.CODED or bool(row.get(f"{dim}_coded_by"))

@@ -123,10 +123,10 @@ def _check_labels_row(row: dict[str, Any], tax: Taxonomy, where: str) -> None:
     writes, a routing table of thresholds, a model named by text."""
     labelrow.check_labels(row, tax, where, error=MergeError)
     for d in routable_dimensions(tax):
-        v = row.get(f"{d}_status")
-        if v is not None and labelrow.status(row, d) is None and not labelrow.is_invalid(row, d):
+        word = labelrow.unknown_status(row, d)
+        if word is not None:
             known = ", ".join(s.value for s in labelrow.Status)
-            raise MergeError(f"{where}: unknown {d}_status {str(v)[:60]!r} (known: {known})")
+            raise MergeError(f"{where}: unknown {d}_status {word!r} (known: {known})")
     routing = row.get("routing")
     if routing is not None and (
         not isinstance(routing, dict) or not all(isinstance(r, dict) or r is None for r in routing.values())
