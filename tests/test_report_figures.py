@@ -269,3 +269,25 @@ def test_verdict_needs_the_whole_interval_within_ten_points(tmp_path, taxonomy):
     from classify.report.reference import _verdict
 
     assert _verdict(-0.116, -0.191, 0.005, True) == "cannot tell: intervals too wide"
+
+
+@pytest.mark.parametrize(
+    ("text", "msg"),
+    [
+        ("source: s\nsource: t\nshares: []\n", "key 'source' repeats"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+            "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+            "source: s\nshares:\n  - {dimension: *f, category: crash, share: 0.2}\n",
+            "expands to more than",
+        ),
+    ],
+)
+def test_reference_yaml_is_read_with_the_codebooks_checks(tmp_path, text, msg):
+    # a repeated key must not replace the first silently; an alias bomb must not expand for seconds
+    ref = tmp_path / "ref.yaml"
+    ref.write_text(text)
+    r, _ = _report(tmp_path, _rows(2, "triton", "crash", None), "--reference", str(ref))
+    assert r.exit_code == 2 and "Traceback" not in r.output and str(ref.name) in r.output, r.output
+    assert msg in " ".join(r.output.split())

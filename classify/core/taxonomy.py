@@ -274,5 +274,10 @@ def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
     path = Path(path) if path else paths.default_taxonomy()
     if not path.exists():
         raise TaxonomyError(f"{path}: file not found")
-    data = load_yaml(read_text(path, TaxonomyError), str(path), TaxonomyError)
-    return parse_taxonomy(data, path)
+    return taxonomy_from_text(read_text(path, TaxonomyError), path)
+
+
+def taxonomy_from_text(text: str, source: Path | str = "<taxonomy>") -> Taxonomy:
+    """A codebook from its YAML text, with the same checks as a file (duplicate keys, alias bombs,
+    deep nesting refused): a project's stored copy, a version about to be written."""
+    return parse_taxonomy(load_yaml(text, str(source), TaxonomyError), source)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.core.taxonomy import Taxonomy
+from classify.core.yamlfile import load_yaml
 from classify.report.labels import ReportError
 
 OF = {
@@ -40,14 +41,14 @@ def load_reference(path: Path, tax: Taxonomy) -> dict[str, Any]:
     coded) and `of` (`all` reports, the default, or only those that `shown` one), and `shares`, a list
     of {dimension, category, share, source?, n?, of?, note?}; shares are fractions in [0, 1]. A category
     given twice for one source, or shares of one dimension summing above 1, are refused."""
-    import yaml
-
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportError(f"{path}: no such reference file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ReportError(f"{path}: not a readable YAML file ({str(exc).splitlines()[0]})") from None
+    # duplicate keys, alias bombs and deep nesting are refused as in a codebook
+    doc = load_yaml(text, str(path), ReportError)
     if not isinstance(doc, dict) or not isinstance(doc.get("shares"), list) or not doc["shares"]:
         raise ReportError(f"{path}: expected a mapping with a non-empty `shares` list")
     valid: dict[str, list[str]] = {}

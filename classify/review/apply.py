@@ -26,7 +26,7 @@ from classify.core import goldfile
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet, gold_from_records
 from classify.core.records import RecordsError, atomic_write_text, to_record
-from classify.core.taxonomy import Taxonomy, parse_taxonomy
+from classify.core.taxonomy import Taxonomy, parse_taxonomy, taxonomy_from_text
 from classify.review.decisions import check_decisions
 from classify.review.proposals import UNMAPPED, Change, ProposalError, apply_changes, collect_changes
 from classify.review.queue import check_queue_matches
@@ -314,7 +314,7 @@ def write_plan(plan: ApplyPlan, out_gold: Path, out_taxonomy: Path | None, sourc
             raise ApplyError("the proposals change the codebook: give a path for the new taxonomy version")
         text = render_taxonomy(plan.taxonomy_raw, source_taxonomy)
         # round trip through the loader before writing: what is written must load
-        parse_taxonomy(yaml.safe_load(text), out_taxonomy)
+        taxonomy_from_text(text, out_taxonomy)
     marker = _marker(out_gold)
     atomic_write_text(
         marker,

@@ -26,7 +26,7 @@ from classify.core import screening
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.records import CORE_FIELDS, Record, read_records
 from classify.core.storage import SQLiteStore
-from classify.core.taxonomy import Taxonomy, load_taxonomy, parse_taxonomy
+from classify.core.taxonomy import Taxonomy, load_taxonomy, taxonomy_from_text
 from classify.core.timestamps import utc_timestamp
 from classify.workbench.items import Adjudication, Code, ItemState
 
@@ -149,7 +149,7 @@ class Project:
         self._lock = threading.RLock()
         meta = self.meta()
         # the codebook as it was when the project was made: a later edit of the file cannot change the questions
-        self.taxonomy = parse_taxonomy(yaml.safe_load(meta["taxonomy_text"]), meta.get("taxonomy_path") or "<project>")
+        self.taxonomy = taxonomy_from_text(meta["taxonomy_text"], meta.get("taxonomy_path") or "<project>")
         self.dims = self.taxonomy.dimension_ids
         self.show_suggestions = meta.get("show_suggestions") == "1"
         self.version = 0  # bumped on every write through this object
