@@ -54,7 +54,8 @@ def methods_text(stats: dict[str, Any]) -> str:
     what = (
         "a prompted language model, not trained on the gold reports"
         if stats.get("model") and uses_llm(str(stats["model"]))
-        else "a classifier trained on the gold reports coded by people"
+        # not "coded by people": the shipped gold was coded by a language model (gold/README.md)
+        else "a classifier trained on the gold reports' labels (the gold set's documentation says how they were made)"
     )
     parts = [f"We labeled {who} with {model}, {what}."]
     corr = _corrections(stats)
