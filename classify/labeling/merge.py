@@ -63,10 +63,10 @@ def _coders_of(row: dict[str, Any]) -> str:
 
 
 def _row_id(path: Path, n: int, row: dict[str, Any]) -> str:
-    rid = row.get("id")
-    if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
-        raise MergeError(f"{path}: row {n} has no usable id (`id` is {rid!r}): {str(row)[:120]}")
-    return str(rid)
+    rid = labelrow.row_id(row)  # the labels row's owner says what a usable id is
+    if rid is None:
+        raise MergeError(f"{path}: row {n} has no usable id (`id` is {row.get('id')!r}): {str(row)[:120]}")
+    return rid
 
 
 def _bad_number(key: str, v: Any) -> bool:
