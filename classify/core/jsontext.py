@@ -26,7 +26,8 @@ def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
     bare = _JSON_STRING.sub(lambda m: " " * len(m.group()), text)
     depth = 0
     for m in _BRACKET.finditer(bare):
-        depth += 1 if m.group() in "[{" else -1
+        # a stray closing bracket (prose around JSON, as in an LLM's answer) does not hide what follows
+        depth = depth + 1 if m.group() in "[{" else max(depth - 1, 0)
         if depth > limit:
             return m.start()
     return None

@@ -17,6 +17,7 @@ from typing import Any
 
 from classify.classifiers.llm.response import text_only
 from classify.core.causeshown import NONE_SHOWN, asking_order, shown_partners
+from classify.core.jsontext import too_deep_at
 from classify.core.taxonomy import Taxonomy
 
 RATIONALE_MAX_CHARS = 400
@@ -81,30 +82,6 @@ def _norm(s: str) -> str:
     return re.sub(r"[\s\-]+", "_", s.strip().strip("`'\"").lower())
 
 
-def _nesting(text: str) -> int:
-    """The deepest bracket nesting in `text` outside JSON strings."""
-    if text.count("{") + text.count("[") <= MAX_NESTING:
-        return 0
-    depth = deepest = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "}]" and depth:
-            depth -= 1
-    return deepest
-
-
 def _objects(text: str):
     """JSON objects embedded in text, in order (handles fences and prose around them)."""
     dec = json.JSONDecoder()
@@ -131,7 +108,7 @@ def parse_answer(
         return Answer({}, {d: refused for d in dims})
     partners = shown_partners(taxonomy)
     text = content or ""
-    if _nesting(text) > MAX_NESTING:
+    if too_deep_at(text, MAX_NESTING) is not None:  # prose around JSON: the same scan as every reader
         return Answer({}, {d: f"answer nested deeper than {MAX_NESTING} levels" for d in dims})
     obj: dict[str, Any] | None = None
     for cand in _objects(text):
