@@ -67,15 +67,19 @@ async def form_fields(request: Request) -> dict[str, str]:
 async def json_body(request: Request) -> dict:
     """A JSON object body (Content-Type application/json: a cross-site page cannot send it without
     a preflight); malformed or deeply nested JSON is a 400, not a 500."""
-    import json
+    from classify.core.jsontext import loads, too_deep_at
 
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise HTTPError(415, "send JSON (Content-Type: application/json)")
     raw = await request.body()
     try:
-        body = json.loads(raw)
-    except RecursionError:
-        raise HTTPError(400, "the body nests too deeply to be a code or a decision") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPError(400, "the body is not valid JSON (UTF-8)") from None
+    if too_deep_at(text) is not None:
+        raise HTTPError(400, "the body nests too deeply to be a code or a decision")
+    try:
+        body = loads(text)
     except ValueError:
         raise HTTPError(400, "the body is not valid JSON") from None
     if not isinstance(body, dict):
