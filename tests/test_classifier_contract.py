@@ -75,7 +75,7 @@ CASES = {
     "setfit": Case(
         "setfit",
         ("sf_iterations", 0),
-        {"sf_max_seq_length": 32, "sf_batch_size": 8},
+        {"sf_max_seq_length": 16},
         slow=True,
         skip=None if _installed("setfit") else "the setfit package is not installed (pip install 'classify[setfit]')",
     ),

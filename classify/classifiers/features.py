@@ -405,9 +405,14 @@ class SetFitFeatures(TfidfEmbed):
         return SetFitConfig(**sf, seed=self.options.seed)
 
     def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
+        from classify.core.causeshown import shown_partners
         from classify.encoders.setfit_body import train_body
 
-        folder, self.body_ = train_body(self.options.encoder, texts, labels, self.sf_config)
+        # The derived "cause shown" decisions are left to the head: their pairs would add ~70% to the
+        # training steps, and the cause dimension's own pairs already separate its categories.
+        derived = set(shown_partners(self.taxonomy).values())
+        own = {d: v for d, v in labels.items() if d not in derived}
+        folder, self.body_ = train_body(self.options.encoder, texts, own, self.sf_config)
         self.encoder_ = Encoder(
             str(folder), batch_size=self.options.batch_size, show_progress=self.options.show_progress
         )

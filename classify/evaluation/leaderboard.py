@@ -53,6 +53,8 @@ def run_label(meta: dict[str, Any]) -> str:
     limit = (meta.get("params") or {}).get("limit")
     if limit:
         label += f" ({limit}-record sample)"  # --limit: a seeded sample of gold, not its first records
+    if meta.get("mode") == "test":  # trained on gold, scored on another file: not the spec's CV row
+        label += f" (test {Path(str(meta.get('gold') or '?')).name})"
     by = (meta.get("params") or {}).get("by")
     if by:  # per-group figures are not those of a plain cross-validation: another row, named so
         label += f" (leave-one-{by}-out)" if meta["params"].get("leave_group_out") else f" (per {by})"
