@@ -136,6 +136,29 @@ def train_body(
     return folder, BodyLog(key, False, seconds, steps, pairs)
 
 
+def _step_logger(dim: str):
+    from transformers import TrainerCallback
+
+    class StepLog(TrainerCallback):
+        """A line every tenth of the steps: training is minutes of silence otherwise."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.t0 = time.perf_counter()
+            self.every = max(1, state.max_steps // 10)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+                log.info(
+                    "setfit: tuning the encoder on %s: step %d/%d (%.0f s)",
+                    dim,
+                    state.global_step,
+                    state.max_steps,
+                    time.perf_counter() - self.t0,
+                )
+
+    return StepLog()
+
+
 def _train(load_from: str, texts: list[str], labels: dict[str, list[str | None]], cfg: SetFitConfig):
     if Path(load_from).exists():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -181,6 +204,7 @@ def _train(load_from: str, texts: list[str], labels: dict[str, list[str | None]]
             trainer = Trainer(model=model, args=args)
             # The spec reports progress in its own lines; transformers' bar and loss dicts go.
             trainer.st_trainer.remove_callback(ProgressCallback)
+            trainer.st_trainer.add_callback(_step_logger(d))
             t = time.perf_counter()
             with quiet_loading(), warnings.catch_warnings():
                 # torch's DataLoader warns that pin_memory has no accelerator to pin for, on every CPU run.
