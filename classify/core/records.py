@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from classify.core import tablecells
 from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
 from classify.core.jsontext import loads
@@ -211,22 +212,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         row = {}
         for k, v in raw.items():
             v = _clean(v)
-            if isinstance(v, str):
-                v = unescape_formula(v)
-            row[str(k)] = _nested(k, v)
+            row[str(k)] = tablecells.csv_value(k, unescape_formula(v) if isinstance(v, str) else v)
         rows.append(row)
     return rows
-
-
-def _nested(key: Any, v: Any) -> Any:
-    """Nested values (coder passes, probabilities) written to a flat table as JSON text, read back;
-    the free-text fields stay text even when they start with a brace."""
-    if isinstance(v, str) and v[:1] in "{[" and key not in ("title", "body", "discussion"):
-        try:
-            return loads(v)
-        except json.JSONDecodeError:
-            pass
-    return v
 
 
 def _plain(v: Any) -> Any:
@@ -253,12 +241,18 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
         raise RecordsError(f"{path}: cannot read parquet: {e}") from None
     # A DataFrame written with its index keeps it as a column named like this; it is not data.
     keep = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
-    return [parquet_row(raw) for raw in table.select(keep).to_pylist()]
+    cols = tablecells.json_columns_of(table.schema)
+    return [parquet_row(raw, cols) for raw in table.select(keep).to_pylist()]
 
 
-def parquet_row(raw: dict[str, Any]) -> dict[str, Any]:
-    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed)."""
-    return {str(k): _nested(k, _plain(v)) for k, v in raw.items() if not re.fullmatch(r"__index_level_\d+__", str(k))}
+def parquet_row(raw: dict[str, Any], json_columns: frozenset[str] | None = None) -> dict[str, Any]:
+    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed).
+    `json_columns`: tablecells.json_columns_of(the file's schema); None reads by the old rule."""
+    return {
+        str(k): tablecells.parquet_value(k, _plain(v), json_columns)
+        for k, v in raw.items()
+        if not re.fullmatch(r"__index_level_\d+__", str(k))
+    }
 
 
 _TEXT_FIELDS = ("title", "body", "discussion")
@@ -437,8 +431,9 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
       that already holds a dataset is replaced; any other existing folder is refused. Nested
       values stay nested (struct columns); a key missing from some rows reads back as null there.
     - `.arrow`: one Arrow IPC stream file (what `datasets` writes; `Dataset.from_file` reads it);
-    - `.csv`, `.parquet`: a table, nested values as JSON strings; CSV text cells that a spreadsheet
-      would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
+    - `.csv`, `.parquet`: a table, nested values as JSON strings, strings that look like JSON kept
+      apart (core.tablecells); CSV text cells that a spreadsheet would run as a formula (`=`, `+`,
+      `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
     - anything else: JSON lines.
     """
     path = Path(path)
@@ -458,12 +453,11 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
 
     def cell(v: Any) -> Any:
         if isinstance(v, (dict, list)):
-            v = json.dumps(v)
-        # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
-        return escape_formula(v) if fmt == "csv" and isinstance(v, str) else v
+            return json.dumps(v)
+        return tablecells.csv_text(escape_formula(v)) if isinstance(v, str) else v
 
-    flat = [{k: cell(v) for k, v in r.items()} for r in rows]
     if fmt == "csv":
+        flat = [{k: cell(v) for k, v in r.items()} for r in rows]
         # The csv module, not pandas: pandas leaves a field holding a lone "\r" unquoted, and
         # reading it back splits the row in two.
         buf = io.StringIO()
@@ -474,14 +468,18 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
         atomic_write_text(path, buf.getvalue())
         return
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    df = pd.DataFrame(flat)
+    # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
+    nested = tablecells.json_columns(rows)
+    df = pd.DataFrame([tablecells.parquet_cells(r, nested) for r in rows])
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     try:
-        df.to_parquet(tmp, index=False)
+        pq.write_table(tablecells.with_json_columns(pa.Table.from_pandas(df, preserve_index=False), nested), tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
