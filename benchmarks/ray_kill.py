@@ -110,13 +110,14 @@ def driver_killed(inp: Path, d: Path, ids: list[str], chunk_size: int, env: dict
     t_kill = time.perf_counter() - t0
     time.sleep(3)
     left = [q for q in tree if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
+    names = sorted({(" ".join(q.cmdline()) or q.name()).split()[0].rsplit("/", 1)[-1][:40] for q in left})
     for q in left:
         q.kill()
     psutil.wait_procs(left, timeout=10)
     parts = labelparts.parts(folder)
     done = sum(len(labelparts.part_ids(x)) for x in parts)
     print(f"  SIGKILL driver at {t_kill:.1f} s with {n_kill} parts written; {len(left)} of its {len(tree)} Ray "
-          f"processes still ran 3 s later and were ended; {len(parts)} finished parts hold {done} ids")  # fmt: skip
+          f"processes still ran 3 s later and were ended ({', '.join(names)}); {len(parts)} finished parts hold {done} ids")  # fmt: skip
     t1 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     print(f"  the same command again: status {r.returncode} after {time.perf_counter() - t1:.1f} s")

@@ -58,6 +58,13 @@ def load() -> str:
     return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def measured_code() -> str:
+    """The classify package the runs import: `python -m` puts the working folder first on the path, so
+    it is that folder's checkout (then PYTHONPATH's), whatever this script's own checkout."""
+    probe = [sys.executable, "-c", "import classify; print(classify.__file__)"]
+    return subprocess.run(probe, capture_output=True, text=True).stdout.strip()
+
+
 def run(engine: str, model: str, inp: Path, out: Path, chunk_size: int, cache: Path) -> dict:
     cmd = [sys.executable, "-m", "classify.cli.main", "run", "--model", model, "-i", str(inp), "-o", str(out)]
     cmd += ["--chunk-size", str(chunk_size), "--engine", engine]
@@ -97,6 +104,7 @@ def main() -> None:
             print(
                 f"{n} synthetic records ({inp.stat().st_size / 1e6:.1f} MB), model {args.model}, cpus {os.cpu_count()}"
             )
+            print(f"  code measured: {measured_code()}")
             results, outs = [], {}
             for engine in args.engines.split(","):
                 outs[engine] = d / f"{engine}.jsonl"

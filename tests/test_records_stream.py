@@ -184,8 +184,8 @@ def test_ray_workers_get_the_unlabeled_records_from_spill_files(tmp_path):
 
     recs = read_records(write_jsonl(tmp_path / "in.jsonl", [dict(r, id=f"x{i}") for i, r in enumerate(ROWS * 5)]))
     done = {"x0", "x7", "x8"}
-    files = _spill(RecordStream.of(recs), done, tmp_path / "spill", batch_size=4, workers=2)
+    files = _spill(RecordStream.of(recs), done, tmp_path / "spill", per_file=4)
     texts = [json.loads(t) for f in files for t in pq.read_table(f).column("text").to_pylist()]
-    assert len(files) == 6  # ceil(22 / 4) files of up to 4 rows: every worker gets some
+    assert [pq.read_metadata(f).num_rows for f in files] == [4, 4, 4, 4, 4, 2]  # one batch each
     assert [t["id"] for t in texts] == [r.id for r in recs if r.id not in done]
     assert texts[0] == recs[1].to_dict()

@@ -227,7 +227,7 @@ def _run_on_ray(
                 _Labeler,
                 # refs inside a list: each worker fetches the run itself, once (not re-sent with every restart)
                 fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), parquet, strip),
-                batch_size=batch_size,
+                batch_size=batch_size if parquet else 1,  # else one spill file (of batch_size records) a batch
                 batch_format="pyarrow",
                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers),
                 num_cpus=1,
@@ -245,22 +245,21 @@ def _dataset(input: Path, source: RecordStream, done: set[str], folder: Path, ba
 
     if format_of(input) == "parquet":
         return ray.data.read_parquet(str(input.resolve()))
-    return ray.data.read_parquet([str(f.resolve()) for f in _spill(source, done, folder / SPILL, batch_size, workers)])
+    files = [str(f.resolve()) for f in _spill(source, done, folder / SPILL, batch_size)]
+    return ray.data.from_items([{"spill": f} for f in files], override_num_blocks=min(200, max(workers, len(files))))
 
 
-def _spill(source: RecordStream, done: set[str], spill: Path, batch_size: int, workers: int) -> list[Path]:
-    """The records not labeled yet as JSON texts in Parquet files (a `text` column), written a chunk at a
-    time: enough files (up to 200) for every worker to get some, each file a run of input rows."""
+def _spill(source: RecordStream, done: set[str], spill: Path, per_file: int) -> list[Path]:
+    """The records not labeled yet as JSON texts in Parquet files (a `text` column) of `per_file` records,
+    written a chunk at a time: each file one batch for a worker, a run of input rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    todo = len(source) - len(done)
-    per_file = -(-todo // min(200, max(workers, -(-todo // batch_size))))
     shutil.rmtree(spill, ignore_errors=True)
     spill.mkdir(parents=True)
     files: list[Path] = []
     writer, n = None, 0
-    for chunk in source.chunks(batch_size):
+    for chunk in source.chunks(per_file):
         texts = [json.dumps(r.to_dict(), ensure_ascii=False) for r in chunk if r.id not in done]
         while texts:
             if writer is None:
@@ -286,14 +285,17 @@ class _Labeler:
         self.run: FittedRun = ray.get(refs[0])
         self.done: set[str] = ray.get(refs[1])
         self.folder = Path(folder)
-        self.parquet = parquet  # rows as Ray read them from the file, else the driver's records as JSON texts
+        self.parquet = parquet  # rows as Ray read them from the file, else spill files of the driver's records
         self.strip = strip  # the label fields an input may carry, never used for prediction
 
     def __call__(self, batch) -> dict[str, list]:
         if self.parquet:
             raw = [parquet_row(r) for r in batch.to_pylist()]
         else:
-            raw = [json.loads(t) for t in batch.column("text").to_pylist()]
+            import pyarrow.parquet as pq
+
+            texts = [t for f in batch.column("spill").to_pylist() for t in pq.read_table(f).column("text").to_pylist()]
+            raw = [json.loads(t) for t in texts]
         records = [to_record(r) for r in raw]
         records = strip_label_fields([r for r in records if r.id not in self.done], self.strip)
         if not records:
