@@ -34,7 +34,7 @@ from classify.core import labelparts
 from classify.core.records import Record, RecordsError, RecordStream, format_of, parquet_row, read_rows, to_record
 from classify.core.writer import write_rows
 from classify.labeling.block import FittedRun, label_block
-from classify.labeling.resumable import RunError, RunSummary, count_rows, strip_label_fields
+from classify.labeling.resumable import RowCounter, RunError, RunSummary, strip_label_fields
 
 INSTALL = "pip install 'classify[ray]'"
 SPILL = "_todo"  # in the parts folder: the records handed to the workers (not a Parquet input)
@@ -105,13 +105,21 @@ def label_with_ray(
             f"{folder}: {len(source) - len(finished)} records have no row after the run (e.g. {first}); run again"
         )
     del finished, done
-    count_rows(summary, (row for p in labelparts.parts(folder) for row in read_rows(p)), run)  # counts: any order
+    counter = RowCounter(run)
+
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            counter.add(row)
+            yield row
+
     if partitioned:
+        for _ in counted(row for p in labelparts.parts(folder) for row in read_rows(p)):  # counts: any order
+            pass
         labelparts.write_run(folder, signature, signature_parts, complete=True)
     else:
-        write_rows(out, _in_input_order(folder, position))
+        write_rows(out, counted(_in_input_order(folder, position)))
         shutil.rmtree(folder)
-    return summary
+    return counter.fill(summary)
 
 
 def _check_same_run(folder: Path, signature: str, signature_parts: dict[str, str]) -> None:

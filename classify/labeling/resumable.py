@@ -292,23 +292,38 @@ def _stream_checkpoint(part: Path, ids: list[str], out: Path) -> bool:
 def count_rows(summary: RunSummary, rows: Iterable[dict[str, Any]], run: FittedRun) -> RunSummary:
     """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made
     them; in one pass, so `rows` may be a stream."""
-    dims = run.clf.taxonomy.dimension_ids
-    invalid: Counter[str] = Counter()
-    statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
-    n = 0
+    counter = RowCounter(run)
     for r in rows:
-        n += 1
-        invalid.update(d for d in dims if labelrow.is_invalid(r, d))
-        summary.screened_out += not labelrow.is_failure_report(r)
-        for d, c in statuses.items():
+        counter.add(r)
+    return counter.fill(summary)
+
+
+class RowCounter:
+    """count_rows a row at a time, for a pass that also does something else with each row."""
+
+    def __init__(self, run: FittedRun):
+        self.run = run
+        self.dims = run.clf.taxonomy.dimension_ids
+        self.invalid: Counter[str] = Counter()
+        self.statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
+        self.n = self.screened_out = 0
+
+    def add(self, r: dict[str, Any]) -> None:
+        self.n += 1
+        self.invalid.update(d for d in self.dims if labelrow.is_invalid(r, d))
+        self.screened_out += not labelrow.is_failure_report(r)
+        for d, c in self.statuses.items():
             c[labelrow.status(r, d)] += 1
-    summary.invalid = {d: invalid.get(d, 0) for d in dims}
-    summary.labeled = n - summary.resumed
-    for d, seen in statuses.items():
-        if any(seen.get(s) for s in labelrow.ROUTED):
-            summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
-    summary.provenance = run.provenance
-    return summary
+
+    def fill(self, summary: RunSummary) -> RunSummary:
+        summary.screened_out += self.screened_out
+        summary.invalid = {d: self.invalid.get(d, 0) for d in self.dims}
+        summary.labeled = self.n - summary.resumed
+        for d, seen in self.statuses.items():
+            if any(seen.get(s) for s in labelrow.ROUTED):
+                summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
+        summary.provenance = self.run.provenance
+        return summary
 
 
 def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
