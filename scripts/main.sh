@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 classify gold stats
-classify eval --model embed-logreg
+# No --model: the default spec (classify models marks it), the strongest whose whole main job fits 15 minutes.
+classify eval
 # The thresholds reuse the evaluation's cross-validated predictions (cached), so this trains only the fold models.
-classify run --model embed-logreg --input data/issues.jsonl --out out/labels.jsonl --screen --target-kappa 0.87 --force
+classify run --input data/issues.jsonl --out out/labels.jsonl --screen --target-kappa 0.87 --force
 classify report out/labels.jsonl --out-dir out/report --reference references/seed-study.yaml
 echo "labels: out/labels.jsonl; corpus report: out/report/; evaluation report: the newest folder in evals/"

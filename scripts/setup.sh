@@ -22,7 +22,7 @@ pip_q() { python -m pip install --disable-pip-version-check -q "$@"; }
 # Pinned CPU torch first: an unpinned torch would pull a multi-GB CUDA build.
 python -c "import torch" 2>/dev/null || pip_q torch==2.13.0
 extras=""
-[ $want_dev = 1 ] && extras="dev,ray"  # ray: the tests run --engine ray on a local 2-CPU Ray
+[ $want_dev = 1 ] && extras="dev,ray,setfit"  # ray: the tests run --engine ray on a local 2-CPU Ray
 if [ $want_llm = 1 ]; then
   extras="${extras:+$extras,}local-llm"
   if ! python -c "import llama_cpp.server" 2>/dev/null; then

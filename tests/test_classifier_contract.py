@@ -72,6 +72,13 @@ CASES = {
     "hier-tfidf-embed": Case("hier-tfidf-embed", ("embed", "maybe"), confidence="label"),
     "finetune": Case("finetune", ("ft_epochs", 0), FT_FAST, embeds=False, slow=True),
     "hier-finetune": Case("hier-finetune", ("ft_lr", "fast"), FT_FAST, confidence="label", embeds=False, slow=True),
+    "setfit": Case(
+        "setfit",
+        ("sf_iterations", 0),
+        {"sf_max_seq_length": 16},
+        slow=True,
+        skip=None if _installed("setfit") else "the setfit package is not installed (pip install 'classify[setfit]')",
+    ),
     "ensemble": Case(
         "ensemble",
         ("confidence", "median"),

@@ -307,3 +307,51 @@ def test_issue_number_beyond_a_float_is_no_crash(tmp_path):
     f = tmp_path / "n.jsonl"
     f.write_text('{"id": "a", "title": "t", "number": 1e400}\n{"id": "b", "title": "t", "number": Infinity}\n')
     assert [r.number for r in read_records(f)] == [None, None]
+
+
+# ---------------------------------------------------------------- strings that look like JSON in flat tables
+
+LOOKS_LIKE_JSON = [
+    {
+        "id": "a",
+        "repo": '{"x": 1}',  # text that parses as JSON: still text
+        "title": '{"a": 1}',
+        "symptom": "crash",
+        "symptom_rationale": "[1, 2]",
+        "symptom_raw": {"symptom": "boom"},  # an object: read back as one
+        "provenance": {"encoder": "m", "n_train": {"s": 3}},
+        "symptom_proba": {"crash": 0.9, "hang": 0.1},
+        "tags": ["x", "y"],
+        "note": "'[quoted] and '{",
+    },
+    {
+        "id": "b",
+        "repo": "[]",
+        "title": "t",
+        "symptom": '"quoted"',
+        "symptom_rationale": "{not json",
+        "symptom_raw": '{"symptom": "boom"}',  # the same column, this time text
+        "provenance": {"encoder": "m"},
+        "symptom_proba": None,
+        "tags": '["x", "y"]',
+        "note": '"just quotes"',
+    },
+]
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_strings_that_look_like_json_stay_strings_in_flat_tables(tmp_path, ext):
+    out = tmp_path / f"labels.{ext}"
+    write_rows(out, LOOKS_LIKE_JSON)
+    assert read_rows(out) == LOOKS_LIKE_JSON
+    rec = read_records(out)[1]
+    assert rec.repo == "[]" and rec.fields["symptom_raw"] == '{"symptom": "boom"}'
+
+
+def test_parquet_without_the_json_columns_mark_reads_nested_text_as_before(tmp_path):
+    # a labels file written before the mark (or by pandas): its nested values were JSON text
+    import pandas as pd
+
+    out = tmp_path / "old.parquet"
+    pd.DataFrame([{"id": "a", "title": "[t]", "provenance": json.dumps({"encoder": "m"})}]).to_parquet(out)
+    assert read_rows(out) == [{"id": "a", "title": "[t]", "provenance": {"encoder": "m"}}]

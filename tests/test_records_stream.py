@@ -16,7 +16,14 @@ from classify.core.records import RecordsError, iter_rows, read_records, read_ro
 from classify.core.writer import write_rows
 
 ROWS = [
-    {"id": "a-1", "title": "crash on start", "body": "segfault\u2028in init", "url": "u1", "extra": {"k": [1, 2]}},
+    {
+        "id": "a-1",
+        "title": "crash on start",
+        "body": "segfault\u2028in init",
+        "url": "u1",
+        "extra": {"k": [1, 2]},
+        "note": '{"looks": "like JSON"}',
+    },
     {"id": "7", "title": "=SUM(A1)", "body": "line one\r\nline two\rthree", "repo": "r/x", "number": 12},
     {"id": "a-3", "title": "{not json", "body": "", "discussion": "later", "symptom": "crash"},
     {"id": "a-4", "title": "hang", "body": "waits forever", "created_at": "2024-01-02T03:04:05"},
@@ -36,6 +43,7 @@ def test_a_chunked_read_gives_the_records_of_a_whole_read(tmp_path, suffix):
     whole = read_records(path)
     assert [r.id for r in whole] == ["a-1", "7", "a-3", "a-4", "a-5"]
     assert whole[1].title == "=SUM(A1)" and whole[1].body == "line one\r\nline two\rthree"  # CSV escaping undone
+    assert whole[0].fields["extra"] == {"k": [1, 2]} and whole[0].fields["note"] == '{"looks": "like JSON"}'
     for size in (1, 2, 3, 100):
         assert [row for chunk in iter_rows(path, size) for row in chunk] == read_rows(path)
         assert all(len(chunk) <= size for chunk in iter_rows(path, size))

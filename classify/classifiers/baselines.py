@@ -43,13 +43,21 @@ def record_texts(records: list[Record], include_discussion: bool) -> list[str]:
     return [r.text(include_discussion) for r in records]
 
 
+def one_point(X: Any) -> bool:
+    """Every row of `X` (dense or sparse) is the same vector."""
+    spread = X.max(axis=0) - X.min(axis=0)
+    return not np.asarray(spread.todense() if hasattr(spread, "todense") else spread).any()
+
+
 def fit_per_dimension(
     taxonomy: Taxonomy, X: Any, labels: dict[str, list[str | None]], make_estimator: Callable[[int], BaseEstimator]
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """One fitted estimator per labeled dimension, trained on the rows that have a label.
 
     A dimension with one class in training gets a DummyClassifier (probability 1 for that class):
-    scikit-learn's classifiers refuse a single class. `make_estimator(n_rows)` builds the rest.
+    scikit-learn's classifiers refuse a single class. So does one whose rows are all the same vector
+    (duplicate or empty texts): no feature tells its classes apart, so it predicts their shares.
+    `make_estimator(n_rows)` builds the rest.
     """
     estimators: dict[str, Any] = {}
     n_train: dict[str, int] = {}
@@ -61,7 +69,8 @@ def fit_per_dimension(
         if not idx:
             raise ValueError(f"no training labels for dimension {dim!r}")
         y = np.array([ys[i] for i in idx])
-        est = DummyClassifier(strategy="prior") if len(set(y)) == 1 else make_estimator(len(idx))
+        one_class = len(set(y)) == 1 or one_point(X[idx])
+        est = DummyClassifier(strategy="prior") if one_class else make_estimator(len(idx))
         estimators[dim] = est.fit(X[idx], y)
         n_train[dim] = len(idx)
     return estimators, n_train
@@ -153,11 +162,27 @@ class EmbedKNN(EmbeddingClassifier):
         return KNeighborsClassifier(n_neighbors=min(self.params.k, n_train), weights="distance", metric="cosine")
 
 
+class SpreadCentroid(NearestCentroid):
+    """NearestCentroid that also fits when no class has a second training row (a tiny gold set, a
+    rare dimension, a small fold): scikit-learn's within-class spread is then 0/0, NaN, and every
+    distance scaled by it too ("Input contains NaN" at predict). Plain distances (unit spread) are
+    used instead: the nearest single example wins."""
+
+    within_class_std_dev_: np.ndarray
+
+    def fit(self, X: Any, y: Any) -> SpreadCentroid:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            super().fit(X, y)
+        if not np.isfinite(self.within_class_std_dev_).all():
+            self.within_class_std_dev_ = np.ones_like(self.within_class_std_dev_)
+        return self
+
+
 class EmbedCentroid(EmbeddingClassifier):
     Options = EncoderOptions
 
     def make_estimator(self, n_train: int) -> BaseEstimator:
-        return NearestCentroid()
+        return SpreadCentroid()
 
 
 class TfidfLogReg(Classifier):

@@ -8,6 +8,9 @@ Specs:
   finetune           as tfidf-embed, but the embeddings come from an encoder whose top layers are
                      contrastively fine-tuned on the training records (classify.encoders.finetune).
   hier-finetune      finetune with the hierarchical head.
+  setfit             as tfidf-embed, but the embeddings come from an encoder tuned with SetFit's
+                     embedding phase (the `setfit` package) on each fit's training records
+                     (classify.encoders.setfit_body); tfidf=false codebook=false is plain SetFit.
 
 Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys (FeatureOptions):
   C=10               inverse regularisation of the logistic regressions
@@ -19,6 +22,7 @@ Every spec accepts `--encoder` (e.g. `all-mpnet-base-v2`) and these `--opt` keys
   char=false         add TF-IDF character 2-5 grams
   backend=torch      encoder backend for the frozen specs (torch, onnx, onnx-int8, model2vec)
   ft_*               fine-tuning settings of the finetune specs, see FineTuneConfig (ft_epochs, ...)
+  sf_*               SetFit settings of the setfit spec, see SetFitConfig (sf_iterations, ...)
 
 Hierarchical predictions carry `extra["group"]`, `extra["group_confidence"]` and
 `extra["group_proba"]`; the category label always lies within the predicted group.
@@ -45,6 +49,7 @@ from classify.core.records import Record
 from classify.core.taxonomy import Dimension
 from classify.encoders.encoder import Encoder
 from classify.encoders.finetune import FineTuneConfig
+from classify.encoders.setfit_body import SetFitConfig
 
 
 def _flag(description: str) -> Any:
@@ -86,6 +91,18 @@ class FineTuneOptions(_FineTuneFields):  # type: ignore[misc,valid-type]  # a cl
         given = sorted(k for k in self.model_fields_set if k.startswith("ft_"))
         if not self.embed and given:
             raise ValueError(f"{', '.join(given)}: only with embed=true (nothing is fine-tuned with embed=false)")
+        return self
+
+
+_SF_FIELDS: dict[str, Any] = {f"sf_{k}": (f.annotation, f) for k, f in SetFitConfig.model_fields.items() if k != "seed"}
+_SetFitFields = create_model("_SetFitFields", __base__=FeatureOptions, **_SF_FIELDS)
+
+
+class SetFitOptions(_SetFitFields):  # type: ignore[misc,valid-type]  # a class made by create_model
+    @model_validator(mode="after")
+    def _needs_embed(self) -> SetFitOptions:
+        if not self.embed:
+            raise ValueError("embed=false: spec setfit is its tuned embeddings; use tfidf-embed embed=false")
         return self
 
 
@@ -366,3 +383,52 @@ class FineTune(FeatureClassifier):
 
 class HierFineTune(FineTune):
     hierarchical = True
+
+
+class SetFitFeatures(TfidfEmbed):
+    """Embeddings from an encoder tuned by SetFit's embedding phase on each fit's training records.
+
+    The tuned encoder is cached on disk per training set (classify.encoders.setfit_body), and its
+    embeddings in the embedding cache like any encoder's, under the tuned weights' own key.
+    """
+
+    Options = SetFitOptions  # no backend key: the tuned encoder runs on torch
+    body_: Any  # BodyLog of the tuned encoder
+
+    @classmethod
+    def takes_encoder(cls, params: Any) -> bool:
+        return True
+
+    @property
+    def sf_config(self) -> SetFitConfig:
+        sf = {k[len("sf_") :]: v for k, v in self.params.model_dump().items() if k.startswith("sf_")}
+        return SetFitConfig(**sf, seed=self.options.seed)
+
+    def fit_embedder(self, texts: list[str], labels: dict[str, list[str | None]]) -> None:
+        from classify.core.causeshown import shown_partners
+        from classify.encoders.setfit_body import train_body
+
+        # The derived "cause shown" decisions are left to the head: their pairs would add ~70% to the
+        # training steps, and the cause dimension's own pairs already separate its categories.
+        derived = set(shown_partners(self.taxonomy).values())
+        own = {d: v for d, v in labels.items() if d not in derived}
+        folder, self.body_ = train_body(self.options.encoder, texts, own, self.sf_config)
+        self.encoder_ = Encoder(
+            str(folder), batch_size=self.options.batch_size, show_progress=self.options.show_progress
+        )
+
+    def embedder_provenance(self) -> dict[str, Any]:
+        from classify.encoders.encoder import resolve_encoder
+
+        b = self.body_
+        return {
+            "encoder": resolve_encoder(self.options.encoder)[1],
+            "setfit": {
+                **self.sf_config.model_dump(),
+                "tuned_encoder": b.key,
+                "steps": b.steps,
+                "pairs": b.pairs,
+                "train_seconds": round(b.seconds, 1),
+                "from_cache": b.cached,
+            },
+        }

@@ -12,3 +12,11 @@ ENTRY_POINT_GROUP = "classify.classifiers"
 def declared_spec_names() -> list[str]:
     """The spec names installed packages (this one included) declare, loaded or not."""
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+# The spec `classify run` and `classify eval` use without --model: the strongest whose whole main job
+# (scripts/main.sh) stays under 15 minutes on a fresh 2-core machine (docs/results.md, "The default model").
+# `classify models` names the strongest regardless of time.
+DEFAULT_MODEL = "tfidf-embed"
+# Screening (is a thread a failure report at all?) is a separate, easier decision; the cheap frozen encoder serves it.
+DEFAULT_SCREEN_MODEL = "embed-logreg"

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from classify.classifiers.names import DEFAULT_MODEL
 from classify.cli.common import (
     BatchSize,
     EncoderName,
@@ -53,7 +54,7 @@ EvalModelSpec = Annotated[
         "--model",
         "-m",
         help="Model spec (see `classify models`), e.g. embed-logreg, tfidf-embed, openai:<model>, local:smollm2-135m "
-        "(default: embed-logreg; with --compare, the compared run's model and options).",
+        f"(default: {DEFAULT_MODEL}; with --compare, the compared run's model and options).",
     ),
 ]
 
@@ -258,7 +259,7 @@ def eval_cmd(
 ) -> None:
     """Cross-validated agreement with gold (or --test FILE, or per group with --by) -> evals/<timestamp>-<model>/."""
     from classify.classifiers.base import uses_llm
-    from classify.evaluation.pipeline import DEFAULT_MODEL, estimate_eval, run_eval
+    from classify.evaluation.pipeline import estimate_eval, run_eval
 
     # Without --model, --compare takes the run's spec (checked against the LLM flags when known below).
     checked = model if model is not None or compare is not None else DEFAULT_MODEL
@@ -371,7 +372,7 @@ def leaderboard_cmd(
 
 
 def learning_curve_cmd(
-    model: ModelSpec = "embed-logreg",
+    model: ModelSpec = DEFAULT_MODEL,
     gold: GoldPath = None,
     taxonomy: TaxonomyPath = None,
     fractions: Annotated[

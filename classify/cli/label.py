@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from classify.classifiers.names import DEFAULT_MODEL, DEFAULT_SCREEN_MODEL
 from classify.cli.common import (
     PANEL_DATA,
     PANEL_SCREEN,
@@ -34,7 +35,7 @@ from classify.core import paths
 
 @with_llm_flags
 def run_cmd(
-    model: ModelSpec = "embed-logreg",
+    model: ModelSpec = DEFAULT_MODEL,
     input: Annotated[
         Optional[Path],
         typer.Option(
@@ -86,7 +87,9 @@ def run_cmd(
     screen_model: Annotated[
         Optional[str],
         typer.Option(
-            "--screen-model", help="Model spec for screening (default embed-logreg).", rich_help_panel=PANEL_SCREEN
+            "--screen-model",
+            help=f"Model spec for screening (default {DEFAULT_SCREEN_MODEL}).",
+            rich_help_panel=PANEL_SCREEN,
         ),
     ] = None,
     screen_opt: Annotated[
@@ -200,7 +203,7 @@ def run_cmd(
             force=force,
             chunk_size=chunk_size,
             screen=screen,
-            screen_model=screen_model or "embed-logreg",
+            screen_model=screen_model or DEFAULT_SCREEN_MODEL,
             screen_options=screen_options,
             target_kappa=target_kappa,
             targets=targets,

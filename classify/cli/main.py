@@ -3,6 +3,7 @@ inside the commands that need them, so `classify --help` stays fast."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
@@ -37,6 +38,22 @@ def _root(
     ] = False,
 ) -> None:
     """Label issue reports against a taxonomy and measure agreement with coders."""
+    _show_training_lines()
+
+
+class _EchoHandler(logging.Handler):
+    # Resolves stderr at emit time (typer's test runner swaps streams per invocation).
+    def emit(self, record: logging.LogRecord) -> None:
+        typer.echo(self.format(record), err=True)
+
+
+def _show_training_lines() -> None:
+    """Encoder training (setfit, finetune) runs for minutes inside a fold: its INFO lines say how far it is."""
+    log = logging.getLogger("classify.encoders")
+    if not any(isinstance(h, _EchoHandler) for h in log.handlers):
+        log.addHandler(_EchoHandler())
+        log.propagate = False
+    log.setLevel(logging.INFO)
 
 
 app.add_typer(taxonomy_app, name="taxonomy")

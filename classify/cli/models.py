@@ -14,7 +14,7 @@ from classify.cli.common import console
 
 # What each built-in spec is, in one line; plugins describe themselves by their class docstring.
 ABOUT = {
-    "embed-logreg": "sentence embeddings (all-MiniLM-L6-v2) + logistic regression; the default",
+    "embed-logreg": "sentence embeddings (all-MiniLM-L6-v2) + logistic regression",
     "embed-knn": "sentence embeddings + k nearest neighbours (cosine)",
     "embed-centroid": "sentence embeddings + nearest category centroid",
     "tfidf-logreg": "TF-IDF word n-grams + logistic regression; lexical baseline, no encoder",
@@ -22,6 +22,7 @@ ABOUT = {
     "hier-tfidf-embed": "tfidf-embed, root-cause group first, then the category within it",
     "finetune": "MiniLM with its top layer fine-tuned on each training set + logistic regression",
     "hier-finetune": "finetune, root-cause group first, then the category within it",
+    "setfit": "SetFit (setfit package): MiniLM tuned on pairs of training texts, + TF-IDF, logistic regression",
     "ensemble": "mean probability of three tfidf-embed variants (members chosen on CV results)",
     "ensemble:": "mean probability of the members you list, e.g. ensemble:tfidf-embed+openai:gpt-4o-mini",
     "openai:": "prompted LLM on an OpenAI-compatible server (OpenAI, vLLM, Ollama)",
@@ -58,6 +59,18 @@ def reference_figures(leaderboard: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def strongest_line(leaderboard: Path) -> str | None:
+    """The leaderboard's "Strongest spec" sentence (written by classify.evaluation.leaderboard), markdown stripped."""
+    try:
+        lines = leaderboard.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("Strongest spec:"):
+            return line.replace("**", "").replace("`", "")
+    return None
+
+
 def _about(spec: str) -> str | None:
     """The spec's one-line description; None for a plugin that fails to load (left out of the list,
     as known_specs leaves it out; its warning says why). Only a plugin's own module is imported."""
@@ -78,7 +91,7 @@ def models_cmd(
     ] = None,
 ) -> None:
     """List the model specs this installation knows (built-in and plugins), or one spec's options."""
-    from classify.classifiers.names import declared_spec_names
+    from classify.classifiers.names import DEFAULT_MODEL, declared_spec_names
     from classify.core.paths import EVALS_DIR
 
     if options is None:
@@ -97,8 +110,13 @@ def models_cmd(
             r = ref.get(s)
             kappa = f"symptom {r['symptom']}, root cause {r['root_cause']}" if r else "-"
             speed = (r["speed"] if r and r["speed"] else "") or SPEED.get(s, "-")
+            if s == DEFAULT_MODEL:
+                about += "; the default"
             t.add_row(name, about, speed, kappa)
         console.print(t, highlight=False)
+        best = strongest_line(EVALS_DIR / "leaderboard.md")
+        if best:
+            console.print(best, highlight=False)
         console.print(
             "reference kappa and time: the spec's committed 5-fold CV run (evals/leaderboard.md names its gold); "
             "`classify models --options SPEC` lists a spec's --opt keys",

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from classify.core import tablecells
 from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
 from classify.core.jsonlines import JsonLineReader, line_problems
-from classify.core.jsontext import loads
 from classify.core.textio import BOM, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
@@ -187,21 +187,8 @@ def _csv_row(raw: dict[Any, Any]) -> dict[str, Any]:
     row = {}
     for k, v in raw.items():
         v = _clean(v)
-        if isinstance(v, str):
-            v = unescape_formula(v)
-        row[str(k)] = _nested(k, v)
+        row[str(k)] = tablecells.csv_value(k, unescape_formula(v) if isinstance(v, str) else v)
     return row
-
-
-def _nested(key: Any, v: Any) -> Any:
-    """Nested values (coder passes, probabilities) written to a flat table as JSON text, read back;
-    the free-text fields stay text even when they start with a brace."""
-    if isinstance(v, str) and v[:1] in "{[" and key not in ("title", "body", "discussion"):
-        try:
-            return loads(v)
-        except json.JSONDecodeError:
-            pass
-    return v
 
 
 def _plain(v: Any) -> Any:
@@ -224,15 +211,21 @@ def _parquet_chunks(path: Path, size: int) -> Iterator[list[dict[str, Any]]]:
 
     try:
         with pq.ParquetFile(path) as f:
+            cols = tablecells.json_columns_of(f.schema_arrow)
             for batch in f.iter_batches(batch_size=size):
-                yield [parquet_row(raw) for raw in batch.to_pylist()]
+                yield [parquet_row(raw, cols) for raw in batch.to_pylist()]
     except (pa.ArrowException, OSError) as e:
         raise RecordsError(f"{path}: cannot read parquet: {e}") from None
 
 
-def parquet_row(raw: dict[str, Any]) -> dict[str, Any]:
-    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed)."""
-    return {str(k): _nested(k, _plain(v)) for k, v in raw.items() if not re.fullmatch(r"__index_level_\d+__", str(k))}
+def parquet_row(raw: dict[str, Any], json_columns: frozenset[str] | None = None) -> dict[str, Any]:
+    """One row as pyarrow gives it -> the row read_rows gives (dates as text, nested JSON text parsed).
+    `json_columns`: tablecells.json_columns_of(the file's schema); None reads by the old rule."""
+    return {
+        str(k): tablecells.parquet_value(k, _plain(v), json_columns)
+        for k, v in raw.items()
+        if not re.fullmatch(r"__index_level_\d+__", str(k))
+    }
 
 
 _TEXT_FIELDS = ("title", "body", "discussion")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from classify.core import tablecells
 from classify.core.records import DATASET, DATASET_SUFFIX, FORMATS, escape_formula
 
 
@@ -60,8 +61,9 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
       that already holds a dataset is replaced; any other existing folder is refused. Nested
       values stay nested (struct columns); a key missing from some rows reads back as null there.
     - `.arrow`: one Arrow IPC stream file (what `datasets` writes; `Dataset.from_file` reads it);
-    - `.csv`, `.parquet`: a table, nested values as JSON strings; CSV text cells that a spreadsheet
-      would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
+    - `.csv`, `.parquet`: a table, nested values as JSON strings, strings that look like JSON kept
+      apart (core.tablecells); CSV text cells that a spreadsheet would run as a formula (`=`, `+`,
+      `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
     - anything else: JSON lines.
     """
     path = Path(path)
@@ -81,12 +83,11 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
 
     def cell(v: Any) -> Any:
         if isinstance(v, (dict, list)):
-            v = json.dumps(v)
-        # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
-        return escape_formula(v) if fmt == "csv" and isinstance(v, str) else v
+            return json.dumps(v)
+        return tablecells.csv_text(escape_formula(v)) if isinstance(v, str) else v
 
-    flat = [{k: cell(v) for k, v in r.items()} for r in rows]
     if fmt == "csv":
+        flat = [{k: cell(v) for k, v in r.items()} for r in rows]
         # The csv module, not pandas: pandas leaves a field holding a lone "\r" unquoted, and
         # reading it back splits the row in two.
         buf = io.StringIO()
@@ -97,14 +98,18 @@ def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: boo
         atomic_write_text(path, buf.getvalue())
         return
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    df = pd.DataFrame(flat)
+    # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
+    nested = tablecells.json_columns(rows)
+    df = pd.DataFrame([tablecells.parquet_cells(r, nested) for r in rows])
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     try:
-        df.to_parquet(tmp, index=False)
+        pq.write_table(tablecells.with_json_columns(pa.Table.from_pandas(df, preserve_index=False), nested), tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -53,6 +53,8 @@ def run_label(meta: dict[str, Any]) -> str:
     limit = (meta.get("params") or {}).get("limit")
     if limit:
         label += f" ({limit}-record sample)"  # --limit: a seeded sample of gold, not its first records
+    if meta.get("mode") == "test":  # trained on gold, scored on another file: not the spec's CV row
+        label += f" (test {Path(str(meta.get('gold') or '?')).name})"
     by = (meta.get("params") or {}).get("by")
     if by:  # per-group figures are not those of a plain cross-validation: another row, named so
         label += f" (leave-one-{by}-out)" if meta["params"].get("leave_group_out") else f" (per {by})"
@@ -178,12 +180,44 @@ NOTE = (
 )
 
 
+STRONGEST = "Strongest spec"  # the line `classify models` reads (classify/cli/models.py)
+
+
+def strongest(entries: list[Entry], dims: tuple[str, ...] = ("symptom", "root_cause")) -> tuple[Entry, float] | None:
+    """The spec (default options, whole-gold cross-validation) with the highest mean kappa over `dims`,
+    among runs on the gold of the newest such run: older gold sets are not comparable."""
+    plain = [
+        e
+        for e in entries
+        if " " not in e.label and e.mode == "cv" and all((e.kappa.get(d) or {}).get("kappa") is not None for d in dims)
+    ]
+    if not plain:
+        return None
+    gold = max(plain, key=lambda e: e.created_at).gold_hash
+    scored = [(e, sum(float(e.kappa[d]["kappa"]) for d in dims) / len(dims)) for e in plain if e.gold_hash == gold]
+    return max(scored, key=lambda t: t[1])
+
+
+def strongest_line(entries: list[Entry]) -> str | None:
+    best = strongest(entries)
+    if best is None:
+        return None
+    e, mean = best
+    return (
+        f"{STRONGEST}: **{e.label}** (mean of symptom and root-cause kappa {mean:.3f}, its 5-fold CV run "
+        f"`{e.run}` on gold {e.gold_hash or '?'}, the newest gold here; time not considered)."
+    )
+
+
 def render_markdown(entries: list[Entry], title: str = "Leaderboard", note: str = NOTE) -> str:
     header, body = rows(entries)
     hashes = sorted({e.gold_hash for e in entries if e.gold_hash})
     lines = [f"# {title}", ""]
     if note:
         lines += [note, ""]
+    best = strongest_line(entries)
+    if best:
+        lines += [best, ""]
     if len(hashes) > 1:
         lines += [f"**Warning:** these runs used {len(hashes)} different gold sets ({', '.join(hashes)}).", ""]
     lines.append("| " + " | ".join(header) + " |")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import ModelOptions, make_classifier, uses_llm
+from classify.classifiers.names import DEFAULT_MODEL
 from classify.core import paths
 from classify.core.errors import ClassifyError, UsageError
 from classify.core.goldfile import load_gold_for, load_task
@@ -37,8 +38,6 @@ from classify.evaluation.profile import derived_gold, profile_from_result, profi
 from classify.evaluation.report import write_eval
 from classify.evaluation.runfolder import RunFolder
 from classify.evaluation.testoverlap import resolve_test_overlap
-
-DEFAULT_MODEL = "embed-logreg"
 
 
 class _ProjectEvals:
@@ -90,7 +89,7 @@ def run_eval(
     leave_group_out: bool = False,
     test_overlap: str = "refuse",
 ) -> EvalRun:
-    """Agreement of `model` (default embed-logreg) with the gold set: k-fold cross-validation, or
+    """Agreement of `model` (default DEFAULT_MODEL) with the gold set: k-fold cross-validation, or
     training on all of gold and testing on the labeled file `test`. Writes `out_dir/<timestamp>-<model>/`
     (default: `evals/` of the project folder, classify.core.paths.evals_dir) unless out_dir is None.
     `progress` (the object `label_file` takes too): `log` gets a line per step, `total(n)` is told once

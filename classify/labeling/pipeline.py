@@ -16,6 +16,7 @@ from typing import Any
 
 from classify.classifiers.base import Classifier, ModelOptions, make_classifier
 from classify.classifiers.foldmodels import FoldModels
+from classify.classifiers.names import DEFAULT_SCREEN_MODEL
 from classify.core import labelparts, labelrow, paths
 from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
@@ -72,7 +73,7 @@ def label_file(
     force: bool = False,
     chunk_size: int = 256,
     screen: bool = False,
-    screen_model: str = "embed-logreg",
+    screen_model: str = DEFAULT_SCREEN_MODEL,
     screen_options: ModelOptions | None = None,
     target_kappa: float | None = None,
     targets: dict[str, float] | None = None,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier
-from classify.core import labelparts
+from classify.core import labelparts, tablecells
 from classify.core.records import Record, RecordsError, RecordStream, format_of, parquet_row, read_rows, to_record
 from classify.core.writer import write_rows
 from classify.labeling.block import FittedRun, label_block
@@ -210,6 +210,7 @@ def _run_on_ray(
     say: Callable[[str], None] | None,
     strip: list[str],
 ) -> None:
+    import pyarrow.parquet as pq
     import ray
     import ray.data
 
@@ -224,6 +225,8 @@ def _run_on_ray(
             raise RunError(f"--engine ray: model {run.clf.spec} cannot be shipped to Ray workers ({e})") from None
         parquet = format_of(input) == "parquet"
         done_ref = ray.put(done if parquet else set())  # other inputs are handed over without them
+        # a Parquet input's JSON columns, as the driver's read of it decoded them (core.tablecells)
+        json_cols = tablecells.json_columns_of(pq.read_schema(input)) if parquet else None
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         if say:
             say(f"labeling on Ray: up to {workers} workers, batches of {batch_size}, parts in {folder}")
@@ -234,7 +237,7 @@ def _run_on_ray(
             labeled = ds.map_batches(
                 _Labeler,
                 # refs inside a list: each worker fetches the run itself, once (not re-sent with every restart)
-                fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), parquet, strip),
+                fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), parquet, strip, json_cols),
                 batch_size=batch_size if parquet else 1,  # else one spill file (of batch_size records) a batch
                 batch_format="pyarrow",
                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers),
@@ -287,7 +290,7 @@ def _spill(source: RecordStream, done: set[str], spill: Path, per_file: int) -> 
 class _Labeler:
     """One Ray actor: the fitted run loaded once, then batch after batch labeled and written as a part."""
 
-    def __init__(self, refs: list, folder: str, parquet: bool, strip: list[str]):
+    def __init__(self, refs: list, folder: str, parquet: bool, strip: list[str], json_cols: frozenset[str] | None):
         import ray
 
         self.run: FittedRun = ray.get(refs[0])
@@ -295,10 +298,11 @@ class _Labeler:
         self.folder = Path(folder)
         self.parquet = parquet  # rows as Ray read them from the file, else spill files of the driver's records
         self.strip = strip  # the label fields an input may carry, never used for prediction
+        self.json_cols = json_cols
 
     def __call__(self, batch) -> dict[str, list]:
         if self.parquet:
-            raw = [parquet_row(r) for r in batch.to_pylist()]
+            raw = [parquet_row(r, self.json_cols) for r in batch.to_pylist()]
         else:
             import pyarrow.parquet as pq
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -26,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
@@ -64,6 +64,24 @@ async def on_error(request: Request, e: Exception) -> Response:
         return resp
 
     return await run_in_threadpool(render)
+
+
+class ItemRoute(Route):
+    """A route whose `{item_id}` is one segment of the raw, still encoded path, decoded after the
+    match. Starlette matches the decoded path, where item `a/history` (`/api/items/a%2Fhistory`)
+    and the history of item `a` are the same text; the pages encode an id as one segment
+    (`seg`, encodeURIComponent), so an encoded slash belongs to the id."""
+
+    def matches(self, scope):
+        if scope["type"] != "http":
+            return super().matches(scope)
+        # raw_path is optional in ASGI: without it, every slash separates (an id with one: 404)
+        raw = scope.get("raw_path") or quote(scope["path"]).encode()
+        match, child = super().matches({**scope, "path": raw.decode("latin-1")})
+        if match is not Match.NONE:
+            params = child["path_params"]
+            params["item_id"] = unquote_to_bytes(params["item_id"].encode("latin-1")).decode("utf-8", "replace")
+        return match, child
 
 
 def make_app(
@@ -108,10 +126,10 @@ def make_app(
         Route("/api/items", api.items),
         Route("/api/agreement", api.agreement),
         Route("/api/agreement/details", api.agreement_details),
-        Route("/api/items/{item_id:path}/codes", api.code, methods=["POST"]),
-        Route("/api/items/{item_id:path}/decision", api.decision, methods=["POST"]),
-        Route("/api/items/{item_id:path}/history", api.history),
-        Route("/api/items/{item_id:path}", api.item),
+        ItemRoute("/api/items/{item_id}/codes", api.code, methods=["POST"]),
+        ItemRoute("/api/items/{item_id}/decision", api.decision, methods=["POST"]),
+        ItemRoute("/api/items/{item_id}/history", api.history),
+        ItemRoute("/api/items/{item_id}", api.item),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(

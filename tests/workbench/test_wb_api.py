@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
@@ -289,3 +290,30 @@ def test_kappa_zero_when_one_coder_used_one_category_is_explained(project):
     st, page = ask(client(project, "a"), "GET", "/agreement")
     assert st == 200
     assert "no better than chance" in page and "used a single category" in page
+
+
+def test_an_encoded_slash_is_part_of_the_item_id(tmp_path):
+    # ids the pages URL-encode as one path segment: `a/history` is an item, not the history of `a`
+    inp = write_input(tmp_path / "in.jsonl", n=5, evil=False)
+    rows = [json.loads(x) for x in inp.read_text().splitlines()]
+    ids = ["a", "a/history", "a/codes", "50%2Foff", "é/x"]
+    for r, i in zip(rows, ids):
+        r["id"] = i
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = Project.create(tmp_path / "p", inp, ["a", "b"])
+    a = client(p, "a")
+    seg = {i: quote(i, safe="") for i in ids}
+    for n, i in enumerate(ids[1:]):  # "a" itself stays uncoded: its history is 403 for coder a
+        symptom = ["crash", "hang", "build_failure", "crash"][n]
+        st, got = ask(a, "POST", f"/api/items/{seg[i]}/codes", {"labels": {**CODE, "symptom": symptom}})
+        assert st == 201 and got["id"] == i, (i, st, got)
+    for i in ids:
+        st, got = ask(a, "GET", f"/api/items/{seg[i]}")
+        assert st == 200 and got["id"] == i, (i, st, got)
+    for i in ids[1:]:
+        st, got = ask(a, "GET", f"/api/items/{seg[i]}/history")
+        assert st == 200 and got["id"] == i and len(got["history"]) == 1
+    assert ask(a, "GET", "/api/items/a/history")[0] == 403  # a raw slash: the history of `a`
+    # the codes went to the items named, not to `a`
+    assert [s.id for s in p.states() if s.codes] == ids[1:]
+    p.close()
