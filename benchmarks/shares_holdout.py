@@ -35,7 +35,8 @@ import numpy as np
 
 from classify.classifiers.base import ModelOptions
 from classify.core.goldfile import load_task
-from classify.core.records import read_rows, write_rows
+from classify.core.records import read_rows
+from classify.core.writer import write_rows
 from classify.evaluation.holdout import split_first, split_gold
 from classify.labeling.pipeline import label_file
 from classify.report.correction import correction_for

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.paths import DEFAULT_INPUT
-from classify.core.records import read_rows, write_rows
+from classify.core.records import read_rows
+from classify.core.writer import write_rows
 
 N = 40  # records: with --chunk-size 4 (batches of 16) three parts
 

@@ -11,9 +11,11 @@ from typer.testing import CliRunner
 
 from classify.cli.main import app
 from classify.core.gold import load_gold
+from classify.core.jsonlines import read_json_lines
 from classify.core.paths import DEFAULT_GOLD
-from classify.core.records import RecordsError, read_json_lines, read_records, read_rows, write_rows
+from classify.core.records import RecordsError, read_records, read_rows
 from classify.core.taxonomy import TaxonomyError, load_taxonomy
+from classify.core.writer import write_rows
 
 runner = CliRunner()
 BAD = b"\xff\xfe"  # never valid in UTF-8

@@ -13,14 +13,8 @@ from conftest import write_jsonl
 
 from classify.core.errors import ClassifyError
 from classify.core.paths import refuse_output_over_inputs
-from classify.core.records import (
-    RecordsError,
-    escape_formula,
-    read_records,
-    read_rows,
-    unescape_formula,
-    write_rows,
-)
+from classify.core.records import RecordsError, escape_formula, read_records, read_rows, unescape_formula
+from classify.core.writer import write_rows
 
 NASTY = [
     '=HYPERLINK("http://evil","x")',

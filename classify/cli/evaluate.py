@@ -341,7 +341,7 @@ def leaderboard_cmd(
     ] = False,
 ) -> None:
     """One table of evaluation runs: kappa [95% CI] per dimension, kappa on the 50% / 70% most confident, time."""
-    from classify.core.records import atomic_write_text
+    from classify.core.writer import atomic_write_text
     from classify.evaluation.leaderboard import collect, column_widths, fit_columns, render_markdown, rows
 
     committed = paths.EVALS_DIR / "leaderboard.md"

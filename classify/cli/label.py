@@ -218,14 +218,14 @@ def run_cmd(
             ),
         )
     except KeyboardInterrupt:
-        from classify.labeling.resumable import partial_path
+        from classify.labeling.resumable import kept_rows, partial_path
 
         if engine == "ray":
             err.print("interrupted: finished Parquet parts are kept; the same command resumes from them", markup=False)
             raise typer.Exit(130) from None
 
         part = partial_path(Path(out))
-        n = max(0, len(part.read_text(encoding="utf-8").splitlines()) - 1) if part.exists() else 0
+        n = kept_rows(Path(out))
         err.print(
             f"interrupted: {n} labeled rows are kept in {part}; the same command resumes from there"
             if n

@@ -19,18 +19,10 @@ from classify.core import paths, screening
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet, gold_from_records, load_gold
 from classify.core.hfdataset import is_dataset_folder
-from classify.core.records import (
-    FORMATS,
-    RecordsError,
-    atomic_write_text,
-    line_problems,
-    output_format,
-    read_json_lines,
-    read_rows,
-    to_record,
-    write_rows,
-)
+from classify.core.jsonlines import line_problems, read_json_lines
+from classify.core.records import FORMATS, RecordsError, read_rows, to_record
 from classify.core.taxonomy import Taxonomy, load_taxonomy
+from classify.core.writer import atomic_write_text, output_format, write_rows
 
 # `labels` (symptom / root cause) or `screening` (failure or not); the command line offers these.
 Task = Literal["labels", "screening"]

@@ -92,6 +92,11 @@ def _split_folder(path: Path) -> Path:
 
 def read_dataset(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a dataset folder written by `Dataset.save_to_disk` (or `DatasetDict.save_to_disk`)."""
+    return [row for chunk in iter_dataset(path) for row in chunk]
+
+
+def iter_dataset(path: str | Path, chunk_size: int = 1024) -> Iterator[list[dict[str, Any]]]:
+    """read_dataset's rows, `chunk_size` at a time (the folder's Arrow files are memory-mapped)."""
     path = Path(path)
     if not is_dataset_folder(path):
         raise RecordsError(
@@ -104,29 +109,38 @@ def read_dataset(path: str | Path) -> list[dict[str, Any]]:
             ds = datasets.load_from_disk(str(folder))
         except Exception as e:  # datasets and pyarrow raise many types for a damaged folder
             raise RecordsError(f"{path}: cannot read the dataset: {e}") from e
-        return _rows(ds.to_list(), ds.features)
+    return (_rows(t.to_pylist(), ds.features) for t in ds.with_format("arrow").iter(batch_size=chunk_size))
 
 
 def read_arrow(path: str | Path) -> list[dict[str, Any]]:
     """Rows of one Arrow IPC file: the stream format `datasets` writes, or the random-access file format."""
+    return [row for chunk in iter_arrow(path) for row in chunk]
+
+
+def iter_arrow(path: str | Path, chunk_size: int = 1024) -> Iterator[list[dict[str, Any]]]:
+    """read_arrow's rows, `chunk_size` at a time (the file is memory-mapped)."""
     import pyarrow as pa
 
     path = Path(path)
     try:
-        with pa.memory_map(str(path)) as src:
-            try:
-                table = pa.ipc.open_stream(src).read_all()
-            except pa.ArrowInvalid:
-                src.seek(0)
-                table = pa.ipc.open_file(src).read_all()
+        src = pa.memory_map(str(path))
+        try:
+            table = pa.ipc.open_stream(src).read_all()
+        except pa.ArrowInvalid:
+            src.seek(0)
+            table = pa.ipc.open_file(src).read_all()
     except (pa.ArrowException, OSError) as e:
         raise RecordsError(f"{path}: not an Arrow IPC file: {e}") from None
     features = None
     if b"huggingface" in (table.schema.metadata or {}):  # written by datasets: it may hold ClassLabels
         with _datasets() as datasets:
             features = datasets.Features.from_arrow_schema(table.schema)
-    rows = table.to_pylist()
-    return _rows(rows, features) if features is not None else [{k: _plain(v) for k, v in r.items()} for r in rows]
+
+    def rows(batch: Any) -> list[dict[str, Any]]:
+        got = batch.to_pylist()
+        return _rows(got, features) if features is not None else [{k: _plain(v) for k, v in r.items()} for r in got]
+
+    return (rows(b) for b in table.to_batches(max_chunksize=chunk_size))
 
 
 def _table(path: Path, rows: list[dict[str, Any]]) -> Any:

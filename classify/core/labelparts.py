@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import RecordsError, atomic_write_text, read_rows, write_rows
+from classify.core.records import RecordsError, read_rows
+from classify.core.writer import atomic_write_text, write_rows
 
 RUN_FILE = "_run.json"
 PART_GLOB = "part-*.parquet"

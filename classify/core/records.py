@@ -3,26 +3,22 @@ and text, write atomically."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from classify.core import tablecells
 from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
-from classify.core.jsontext import loads
-from classify.core.textio import BOM, decode_utf8, utf8_problem
+from classify.core.jsonlines import JsonLineReader, line_problems
+from classify.core.textio import BOM, utf8_problem
 
 CORE_FIELDS = ("id", "repo", "number", "url", "title", "body", "discussion", "created_at")
 FORMATS = {
@@ -118,63 +114,7 @@ def format_of(path: Path) -> str:
     return fmt
 
 
-class JsonLine(NamedTuple):
-    number: int  # 1-based line number in the file
-    value: Any
-    text: str  # the line as written, without its "\n"
-
-
-@dataclass
-class JsonLines:
-    lines: list[JsonLine]
-    problems: list[tuple[int, str]]  # (line number, what is wrong) for lines not UTF-8 or not JSON
-    torn: bool = False  # a torn last line was dropped (only with drop_torn_tail)
-
-
-def read_json_lines(path: str | Path, *, drop_torn_tail: bool = False) -> JsonLines:
-    """Every JSON value of a JSON-lines file with its line number; bad lines are listed, not raised.
-
-    Lines are split at "\n" only (U+2028 inside a JSON string is not a line end). A last line with
-    no newline after it that is not valid UTF-8 or JSON is a write cut short by a kill: with
-    `drop_torn_tail` (checkpoints, the review session's decisions) it is dropped and `torn` set;
-    otherwise it is a problem like any other.
-    """
-    data = Path(path).read_bytes()
-    if data.startswith(BOM):
-        data = data[len(BOM) :]
-    raw_lines = data.split(b"\n")
-    out = JsonLines([], [])
-    offset = 0
-    for n, raw in enumerate(raw_lines, 1):
-        start, offset = offset, offset + len(raw) + 1
-        if not raw.strip():
-            continue
-        last = n == len(raw_lines)  # no newline after it
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            if last and drop_torn_tail:
-                out.torn = True
-                continue
-            out.problems.append(utf8_problem(data, start + e.start))
-            continue
-        try:
-            value = loads(text)
-        except json.JSONDecodeError as e:
-            if last and drop_torn_tail:
-                out.torn = True
-                continue
-            out.problems.append((n, f"not JSON ({e.msg})"))
-            continue
-        out.lines.append(JsonLine(n, value, text))
-    return out
-
-
-def line_problems(problems: list[tuple[int, str]], n: int = 10) -> str:
-    """`line 3: not JSON (...); line 7: ...`, in line order, the first `n` of them."""
-    problems = sorted(problems)
-    text = "; ".join(f"line {ln}: {what}" for ln, what in problems[:n])
-    return text + (f"; ... (+{len(problems) - n} more)" if len(problems) > n else "")
+CHUNK_ROWS = 1024  # rows per chunk of a streamed read (iter_rows)
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -182,39 +122,73 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 
     Malformed JSON lines and invalid UTF-8 are an error naming the file and the lines.
     """
+    return [row for chunk in iter_rows(path) for row in chunk]
+
+
+def iter_rows(path: str | Path, chunk_size: int = CHUNK_ROWS) -> Iterator[list[dict[str, Any]]]:
+    """read_rows's rows, `chunk_size` at a time: the file is never in memory whole (an Arrow file or a
+    dataset folder is memory-mapped by Arrow and converted batch by batch).
+
+    A malformed JSONL file raises read_rows's error, naming every bad line, after its last line, and no
+    chunk is handed out past its first bad line: a caller that must not act on part of a bad file reads
+    it through once first (scan_records).
+    """
     path = Path(path)
     if not path.exists():
         raise RecordsError(f"{path}: file not found")
     fmt = format_of(path)
-    if fmt == "jsonl":
-        got = read_json_lines(path)
-        problems = got.problems + [
-            (ln.number, "not a JSON object") for ln in got.lines if not isinstance(ln.value, dict)
-        ]
-        if problems:
-            raise RecordsError(f"{path}: malformed JSONL ({len(problems)} lines): " + line_problems(problems))
-        return [ln.value for ln in got.lines]
     if fmt in (DATASET, "arrow"):
         from classify.core import hfdataset  # imports pyarrow (and datasets for folders) only when needed
 
-        return hfdataset.read_dataset(path) if fmt == DATASET else hfdataset.read_arrow(path)
-    if fmt == "parquet":
-        return _read_parquet(path)
+        return hfdataset.iter_dataset(path, chunk_size) if fmt == DATASET else hfdataset.iter_arrow(path, chunk_size)
+    return {"jsonl": _jsonl_chunks, "parquet": _parquet_chunks, "csv": _csv_chunks}[fmt](path, chunk_size)
+
+
+def _jsonl_chunks(path: Path, size: int) -> Iterator[list[dict[str, Any]]]:
+    reader = JsonLineReader(path)
+    not_objects: list[tuple[int, str]] = []
+    chunk: list[dict[str, Any]] = []
+    for ln in reader:
+        if not isinstance(ln.value, dict):
+            not_objects.append((ln.number, "not a JSON object"))
+        elif not (reader.problems or not_objects):  # past a bad line rows are only checked, not kept
+            chunk.append(ln.value)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+    problems = reader.problems + not_objects
+    if problems:
+        raise RecordsError(f"{path}: malformed JSONL ({len(problems)} lines): " + line_problems(problems))
+    if chunk:
+        yield chunk
+
+
+def _csv_chunks(path: Path, size: int) -> Iterator[list[dict[str, Any]]]:
     import pandas as pd
 
-    text = decode_utf8(path.read_bytes(), path, RecordsError)
+    # Bad bytes are named by line before any row is read (pandas would name a byte offset, mid-file).
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                (raw[len(BOM) :] if n == 1 and raw.startswith(BOM) else raw).decode("utf-8")
+            except UnicodeDecodeError as e:
+                what = utf8_problem(raw[len(BOM) :] if n == 1 and raw.startswith(BOM) else raw, e.start)[1]
+                raise RecordsError(f"{path}: line {n}: {what}; save the file as UTF-8") from None
     try:
-        df = pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False, na_values=[""])
+        # newline="": line ends reach the parser as written (a "\r" inside a quoted cell stays one)
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            for df in pd.read_csv(f, dtype=object, keep_default_na=False, na_values=[""], chunksize=size):
+                yield [_csv_row(raw) for raw in df.to_dict(orient="records")]
     except Exception as e:  # pandas raises many types for broken files
-        raise RecordsError(f"{path}: cannot read {fmt}: {e}") from e
-    rows = []
-    for raw in df.to_dict(orient="records"):
-        row = {}
-        for k, v in raw.items():
-            v = _clean(v)
-            row[str(k)] = tablecells.csv_value(k, unescape_formula(v) if isinstance(v, str) else v)
-        rows.append(row)
-    return rows
+        raise RecordsError(f"{path}: cannot read csv: {e}") from e
+
+
+def _csv_row(raw: dict[Any, Any]) -> dict[str, Any]:
+    row = {}
+    for k, v in raw.items():
+        v = _clean(v)
+        row[str(k)] = tablecells.csv_value(k, unescape_formula(v) if isinstance(v, str) else v)
+    return row
 
 
 def _plain(v: Any) -> Any:
@@ -225,8 +199,8 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _read_parquet(path: Path) -> list[dict[str, Any]]:
-    """Rows of a Parquet file with the column types it declares.
+def _parquet_chunks(path: Path, size: int) -> Iterator[list[dict[str, Any]]]:
+    """Rows of a Parquet file with the column types it declares, a batch at a time.
 
     Read through pyarrow, not pandas: pandas turns an integer column with a gap into floats (id 1
     becomes 1.0) and hides wrong types in object columns; here a list or bytes stays what it is and
@@ -236,13 +210,12 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        with pq.ParquetFile(path) as f:
+            cols = tablecells.json_columns_of(f.schema_arrow)
+            for batch in f.iter_batches(batch_size=size):
+                yield [parquet_row(raw, cols) for raw in batch.to_pylist()]
     except (pa.ArrowException, OSError) as e:
         raise RecordsError(f"{path}: cannot read parquet: {e}") from None
-    # A DataFrame written with its index keeps it as a column named like this; it is not data.
-    keep = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
-    cols = tablecells.json_columns_of(table.schema)
-    return [parquet_row(raw, cols) for raw in table.select(keep).to_pylist()]
 
 
 def parquet_row(raw: dict[str, Any], json_columns: frozenset[str] | None = None) -> dict[str, Any]:
@@ -321,18 +294,33 @@ def to_record(row: dict[str, Any]) -> Record:
 
 def validate_records(records: list[Record], source: str | Path = "<records>") -> None:
     """Refuse records without id, with empty text, or with duplicated ids (all listed at once)."""
-    problems = []
-    no_id = [i + 1 for i, r in enumerate(records) if not r.id]
-    if no_id:
-        problems.append(f"{len(no_id)} records without id (rows {_short(no_id)})")
-    dup = sorted(k for k, c in Counter(r.id for r in records if r.id).items() if c > 1)
-    if dup:
-        problems.append(f"{len(dup)} duplicated ids: {_short(dup)}")
-    empty = [r.id or f"row {i + 1}" for i, r in enumerate(records) if not (r.title.strip() or r.body.strip())]
-    if empty:
-        problems.append(f"{len(empty)} records with empty title and body: {_short(empty)}")
+    problems = _id_problems([r.id for r in records], [i for i, r in enumerate(records) if _no_text(r)])
     if problems:
         raise RecordsError(f"{source}: " + "; ".join(problems))
+
+
+def _no_text(r: Record) -> bool:
+    return not (r.title.strip() or r.body.strip())
+
+
+def _id_problems(ids: list[str], empty: list[int]) -> list[str]:
+    """validate_records's findings from the ids in order and the (0-based) rows with no text."""
+    problems = []
+    no_id = [i + 1 for i, rid in enumerate(ids) if not rid]
+    if no_id:
+        problems.append(f"{len(no_id)} records without id (rows {_short(no_id)})")
+    seen: set[str] = set()
+    dup: set[str] = set()
+    for rid in ids:
+        if rid:
+            (dup if rid in seen else seen).add(rid)
+    del seen
+    if dup:
+        problems.append(f"{len(dup)} duplicated ids: {_short(sorted(dup))}")
+    if empty:
+        names = [ids[i] or f"row {i + 1}" for i in empty]
+        problems.append(f"{len(empty)} records with empty title and body: {_short(names)}")
+    return problems
 
 
 def _short(items: list, n: int = 20) -> str:
@@ -356,12 +344,25 @@ def with_content_ids(rows: list[dict[str, Any]], source: str | Path) -> list[dic
     text that occurs twice gets `-2`, `-3`, ... in file order. Each row records `id_from:
     content-hash`; the first read of a file says so on stderr.
     """
+    ids = _numbered([content_id(r) for r in rows])
+    _note_content_ids(source)
+    return [_with_id(r, rid) for r, rid in zip(rows, ids)]
+
+
+def _numbered(hashes: list[str]) -> list[str]:
     seen: Counter[str] = Counter()
     out = []
-    for r in rows:
-        h = content_id(r)
+    for h in hashes:
         seen[h] += 1
-        out.append({"id": h if seen[h] == 1 else f"{h}-{seen[h]}", **r, ID_FROM: CONTENT_HASH})
+        out.append(h if seen[h] == 1 else f"{h}-{seen[h]}")
+    return out
+
+
+def _with_id(row: dict[str, Any], rid: str) -> dict[str, Any]:
+    return {"id": rid, **row, ID_FROM: CONTENT_HASH}
+
+
+def _note_content_ids(source: str | Path) -> None:
     key = str(Path(source).resolve()) if not str(source).startswith("<") else str(source)
     if key not in _noted:
         _noted.add(key)
@@ -372,7 +373,6 @@ def with_content_ids(rows: list[dict[str, Any]], source: str | Path) -> list[dic
             ID_FROM,
             CONTENT_HASH,
         )
-    return out
 
 
 def read_records(path: str | Path, validate: bool = True) -> list[Record]:
@@ -387,100 +387,80 @@ def read_records(path: str | Path, validate: bool = True) -> list[Record]:
     return records
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+@dataclass
+class RecordStream:
+    """An input's records for a pass over all of them without holding their texts: what the whole file
+    says about every record (its id, for duplicates, order and resume; the fields present) is kept,
+    the records themselves are read again a chunk at a time (`chunks`). Made by scan_records, or `of`
+    records already in memory."""
+
+    path: Path | None
+    ids: list[str]  # in input order
+    fields: set[str]  # every field of the records beyond CORE_FIELDS
+    content_ids: bool = False  # no id column: ids from the content (with_content_ids)
+    records: list[Record] | None = None
+
+    @classmethod
+    def of(cls, records: list[Record]) -> RecordStream:
+        return cls(None, [r.id for r in records], {k for r in records for k in r.fields}, records=records)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def chunks(self, size: int = CHUNK_ROWS) -> Iterator[list[Record]]:
+        """read_records's records, `size` at a time; a file changed since its scan is an error."""
+        if self.records is not None:
+            yield from (self.records[i : i + size] for i in range(0, len(self.records), size))
+            return
+        assert self.path is not None
+        n = 0
+        for rows in iter_rows(self.path, size):
+            if self.content_ids:
+                rows = [_with_id(r, rid) for r, rid in zip(rows, self.ids[n : n + len(rows)])]
+            records = [to_record(r) for r in rows]
+            if [r.id for r in records] != self.ids[n : n + len(records)]:
+                n = len(self.ids) + 1  # not the rows the scan saw
+                break
+            n += len(records)
+            yield records
+        if n != len(self.ids):
+            raise RecordsError(f"{self.path}: the file changed while it was being read; run again")
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temp file in the same folder + rename: readers never see half a file."""
-    atomic_write_lines(path, [text])
-
-
-def atomic_write_lines(path: str | Path, pieces: Iterable[str]) -> None:
-    """atomic_write_text for text made piece by piece: a large file is never one string in memory."""
+def scan_records(path: str | Path, chunk_size: int = CHUNK_ROWS) -> RecordStream:
+    """read_records's checks, with the same errors, in one pass over the file a chunk at a time, keeping
+    only the ids and the field names: the RecordStream to read the records from."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a data file gets the usual permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for piece in pieces:
-                f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def output_format(path: Path) -> str:
-    """How write_rows writes `path`: a dataset folder for `.hf` or an existing folder, else by extension (JSONL by default)."""
-    if path.suffix.lower() == DATASET_SUFFIX or path.is_dir():
-        return DATASET
-    return FORMATS.get(path.suffix.lower(), "jsonl")
-
-
-def write_rows(path: str | Path, rows: Iterable[dict[str, Any]], *, dataset: bool | None = None) -> None:
-    """Write rows atomically, in the format the path asks for.
-
-    - a Hugging Face dataset folder (`Dataset.save_to_disk`, read back with `datasets.load_from_disk`)
-      when the path ends in `.hf` or is an existing folder, or when `dataset=True`. Only a folder
-      that already holds a dataset is replaced; any other existing folder is refused. Nested
-      values stay nested (struct columns); a key missing from some rows reads back as null there.
-    - `.arrow`: one Arrow IPC stream file (what `datasets` writes; `Dataset.from_file` reads it);
-    - `.csv`, `.parquet`: a table, nested values as JSON strings, strings that look like JSON kept
-      apart (core.tablecells); CSV text cells that a spreadsheet would run as a formula (`=`, `+`,
-      `-`, `@`, tab, CR first) get a leading `'`, which read_rows strips;
-    - anything else: JSON lines.
-    """
-    path = Path(path)
-    rows = list(rows)
-    fmt = DATASET if dataset else output_format(path)
-    if fmt in (DATASET, "arrow"):
-        from classify.core import hfdataset
-
-        if fmt == DATASET:
-            hfdataset.write_dataset(path, rows)
-        else:
-            hfdataset.write_arrow(path, rows)
-        return
-    if fmt == "jsonl":
-        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        return
-
-    def cell(v: Any) -> Any:
-        if isinstance(v, (dict, list)):
-            return json.dumps(v)
-        return tablecells.csv_text(escape_formula(v)) if isinstance(v, str) else v
-
-    if fmt == "csv":
-        flat = [{k: cell(v) for k, v in r.items()} for r in rows]
-        # The csv module, not pandas: pandas leaves a field holding a lone "\r" unquoted, and
-        # reading it back splits the row in two.
-        buf = io.StringIO()
-        # "\r\n" line ends (RFC 4180): with "\n" alone the csv module would not quote a field holding "\r".
-        w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in flat for k in r)), lineterminator="\r\n")
-        w.writeheader()
-        w.writerows(flat)
-        atomic_write_text(path, buf.getvalue())
-        return
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    # Parquet is not opened by spreadsheet programs as text: only CSV cells are neutralised.
-    nested = tablecells.json_columns(rows)
-    df = pd.DataFrame([tablecells.parquet_cells(r, nested) for r in rows])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~_umask())
-    os.close(fd)
-    try:
-        pq.write_table(tablecells.with_json_columns(pa.Table.from_pandas(df, preserve_index=False), nested), tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    raw_ids: list[str] = []
+    hashes: list[str] | None = []  # content ids, while no row has an id
+    fields: set[str] = set()
+    empty: list[int] = []
+    wrong: list[str] = []
+    n_wrong = 0
+    for rows in iter_rows(path, chunk_size):
+        for row in rows:
+            problems = row_problems(row)
+            n_wrong += len(problems)
+            wrong.extend(f"row {len(raw_ids) + 1}: {p}" for p in problems[: max(0, 10 - len(wrong))])
+            if hashes is not None:
+                if "id" in row:
+                    hashes = None
+                else:
+                    hashes.append(content_id(row))
+            r = to_record(row)
+            if _no_text(r):
+                empty.append(len(raw_ids))
+            raw_ids.append(r.id)
+            fields.update(k for k in row if k not in CORE_FIELDS)
+    if n_wrong:
+        raise RecordsError(f"{path}: values of the wrong type ({n_wrong}): " + "; ".join(wrong))
+    content = bool(raw_ids) and hashes is not None
+    if content:
+        assert hashes is not None
+        raw_ids = _numbered(hashes)
+        fields.add(ID_FROM)
+        _note_content_ids(path)
+    problems = _id_problems(raw_ids, empty)
+    if problems:
+        raise RecordsError(f"{path}: " + "; ".join(problems))
+    return RecordStream(path, raw_ids, fields, content)

@@ -28,7 +28,7 @@ import numpy as np
 from classify.classifiers.base import ModelOptions
 from classify.core.errors import UsageError
 from classify.core.gold import GoldSet
-from classify.core.records import atomic_write_text
+from classify.core.writer import atomic_write_text
 from classify.evaluation.crossval import assign_folds, cross_validate
 from classify.evaluation.leaks import train_test_leaks
 from classify.evaluation.metrics import compute_metrics

@@ -27,7 +27,7 @@ from classify.classifiers.base import ModelOptions, Prediction
 from classify.core import paths
 from classify.core.causeshown import NONE_SHOWN, SHOWN, nullable_dimensions, shown_dim, with_shown_dimensions
 from classify.core.gold import GoldSet
-from classify.core.records import atomic_write_text
+from classify.core.writer import atomic_write_text
 from classify.evaluation.calibration import (
     CalibrationFigures,
     apply_temperature,

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import atomic_write_text, write_rows
+from classify.core.writer import atomic_write_text, write_rows
 from classify.evaluation.bygroup import group_column, render_by_group
 from classify.evaluation.crossval import EvalResult, prediction_rows
 from classify.evaluation.metrics import SMALL_N

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from classify.core.records import CORE_FIELDS, check_rows, read_rows, to_record, validate_records, write_rows
+from classify.core.records import CORE_FIELDS, check_rows, read_rows, to_record, validate_records
+from classify.core.writer import write_rows
 
 
 @dataclass

@@ -27,8 +27,9 @@ from classify.core import labelrow, paths
 from classify.core.errors import ClassifyError
 from classify.core.labelrow import Status
 from classify.core.paths import refuse_output_over_inputs
-from classify.core.records import RecordsError, read_rows, write_rows
+from classify.core.records import RecordsError, read_rows
 from classify.core.taxonomy import Taxonomy, load_taxonomy
+from classify.core.writer import write_rows
 from classify.labeling.routing import routable_dimensions
 
 CODED = Status.CODED.value

@@ -22,20 +22,21 @@ from classify.core.errors import UsageError
 from classify.core.goldfile import load_gold_for, load_task
 from classify.core.paths import refuse_output_over_inputs
 from classify.core.progress import Progress
-from classify.core.records import CORE_FIELDS, read_records
+from classify.core.records import CORE_FIELDS, RecordStream, scan_records
 from classify.core.taxonomy import load_taxonomy
 from classify.labeling.block import FieldsFn, FittedRun, default_fields
 from classify.labeling.resumable import (
     DEFAULT_KEEP,
     RunError,
     RunSummary,
+    checkpoint_ids,
     input_fingerprint,
+    is_label_field,
     label_run,
     output_lock,
     part_hashes,
     partial_path,
     provenance_for,
-    read_checkpoint,
     run_signature,
     strip_label_fields,
 )
@@ -50,8 +51,10 @@ def _check_out(out: Path, inputs: list[Path | None]) -> None:
 
 def _prepare_inputs(model: str, input: str | Path, taxonomy, gold, options: ModelOptions | None):
     tax = load_taxonomy(taxonomy)
-    records = strip_label_fields(read_records(input), tax.dimension_ids)
-    if not records:
+    # One pass checks the whole input (ids, duplicates, types) before any work and keeps its ids; the
+    # engines read the records again a block at a time, so their texts are never all in memory.
+    records = scan_records(input)
+    if not len(records):
         raise RunError(f"{input}: no records to label")
     options = options or ModelOptions()
     g = load_gold_for(gold, tax)
@@ -164,7 +167,7 @@ def label_file(
             }
         signature = run_signature(sig_parts)
         if partial_path(out).exists():  # a checkpoint of other arguments is refused before any training
-            read_checkpoint(partial_path(out), signature, part_hashes(sig_parts))
+            checkpoint_ids(partial_path(out), signature, part_hashes(sig_parts))
         row_fields: FieldsFn = default_fields
         screen_fields = None
         s_router_used: Router | None = None
@@ -226,8 +229,9 @@ def label_file(
                 )  # fmt: skip
             else:
                 summary = label_run(
-                    run, records, out, signature, chunk_size, progress.labeled, progress.encoded, part_hashes(sig_parts)
-                )
+                    run, records, out, signature, chunk_size, progress.labeled, progress.encoded, part_hashes(sig_parts),
+                    strip=dims,
+                )  # fmt: skip
             summary.model_stats = clf.stats
         finally:
             clf.close()
@@ -241,10 +245,10 @@ def label_file(
 OWN_FIELDS = labelrow.ROW_FIELDS
 
 
-def _check_keep(keep: tuple[str, ...], records: list, dims: list[str]) -> None:
+def _check_keep(keep: tuple[str, ...], records: RecordStream, dims: list[str]) -> None:
     """--keep names fields the input has (a typo would silently give an empty column) and no field the
     output writes itself (a label, its status or confidence, provenance)."""
-    present = set(CORE_FIELDS) | {k for r in records for k in r.fields}
+    present = set(CORE_FIELDS) | {k for k in records.fields if not is_label_field(k, dims)}
     for k in keep:
         if k in OWN_FIELDS or any(k == d or k.startswith(f"{d}_") for d in [*dims, "screening"]):
             raise UsageError(f"--keep {k}: the output writes that field itself")
@@ -306,7 +310,9 @@ def estimate_labeling(
     input = Path(input) if input else paths.default_input()
     from classify.classifiers.llm.estimate import dry_run_estimates
 
-    _, records, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+    tax, stream, g, options, clf = _prepare_inputs(model, input, taxonomy, gold, options)
+    # A dry run renders every prompt: the records are all read (an LLM run over millions is no dry run)
+    records = strip_label_fields([r for chunk in stream.chunks() for r in chunk], tax.dimension_ids)
     notes = ["(--screen would send fewer: only records screened as failure reports)"] if screen else []
     if routed:
         from classify.evaluation.profile import derived_gold

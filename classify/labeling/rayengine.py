@@ -11,29 +11,33 @@ every id a finished part holds. At the end the parts become the same output file
 
 Input: a Parquet file is read by Ray itself (`ray.data.read_parquet`, column types as declared). Other
 formats are read and checked by the driver (as for a local run: ids, duplicates, types) and handed to
-Ray as JSON texts: Ray's text reader splits lines at Unicode line separators (U+2028 and the like, which
-issue text holds) and its JSON reader insists on one type per field, so neither reads every file the
-local engine reads.
+Ray as JSON texts in Parquet files (`_todo/` in the parts folder, written a chunk at a time): Ray's text
+reader splits lines at Unicode line separators (U+2028 and the like, which issue text holds) and its
+JSON reader insists on one type per field, so neither reads every file the local engine reads. The
+driver holds the input's ids for the whole run, never all its records or rows.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
 import shutil
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from classify.classifiers.base import Classifier
-from classify.core import labelparts
-from classify.core.records import Record, RecordsError, format_of, parquet_row, to_record, write_rows
+from classify.core import labelparts, tablecells
+from classify.core.records import Record, RecordsError, RecordStream, format_of, parquet_row, read_rows, to_record
+from classify.core.writer import write_rows
 from classify.labeling.block import FittedRun, label_block
-from classify.labeling.resumable import RunError, RunSummary, count_rows, strip_label_fields
+from classify.labeling.resumable import RowCounter, RunError, RunSummary, strip_label_fields
 
 INSTALL = "pip install 'classify[ray]'"
+SPILL = "_todo"  # in the parts folder: the records handed to the workers (not a Parquet input)
 
 
 def require_ray() -> None:
@@ -51,7 +55,7 @@ def parts_folder(out: Path, partitioned: bool) -> Path:
 def label_with_ray(
     run: FittedRun,
     input: Path,
-    records: list[Record],
+    records: list[Record] | RecordStream,
     out: Path,
     signature: str,
     signature_parts: dict[str, str],
@@ -66,7 +70,12 @@ def label_with_ray(
     strip: list[str] | None = None,
 ) -> RunSummary:
     """Label `records` (read from `input`) with `run` on Ray; resumable part by part. `strip`: the
-    taxonomy's dimensions, whose labels in the input are dropped before prediction (as a local run does)."""
+    taxonomy's dimensions, whose labels in the input are dropped before prediction (as a local run does).
+
+    With a RecordStream (classify.core.records.scan_records) the driver holds the input's ids, not its
+    records: they go to the workers through Parquet files written a chunk at a time, and the output is
+    merged from the parts in input order a few parts at a time."""
+    source = records if isinstance(records, RecordStream) else RecordStream.of(records)
     strip = strip if strip is not None else run.clf.taxonomy.dimension_ids
     folder = parts_folder(out, partitioned)
     if force and labelparts.is_parts_folder(folder):  # never a folder this toolkit did not write
@@ -76,27 +85,41 @@ def label_with_ray(
     elif folder.exists() and any(folder.iterdir()):
         raise RunError(f"{folder}: a folder that holds no classify run; give an empty or new folder")
     labelparts.write_run(folder, signature, signature_parts, complete=False)
-    wanted = {r.id for r in records}
-    done = _finished_ids(folder, wanted)
-    summary = RunSummary(out=out, total=len(records), resumed=len(done))
+    position = {rid: i for i, rid in enumerate(source.ids)}  # where each input id's row goes
+    done = _finished_ids(folder, position)
+    summary = RunSummary(out=out, total=len(source), resumed=len(done))
     if progress and done:
         progress(len(done))
-    if len(done) < len(records):
+    if len(done) < len(source):
         for m in models or []:
             if m is not None:
                 m.close()  # loaded encoders and open caches stay here: each worker opens its own
-        _run_on_ray(run, input, records, folder, done, 4 * chunk_size, progress, address, say, strip)
-    rows_by_id = _read_back(folder, wanted)
-    missing = [r.id for r in records if r.id not in rows_by_id]
-    if missing:
-        raise RunError(f"{folder}: {len(missing)} records have no row after the run (e.g. {missing[0]}); run again")
-    ordered = [rows_by_id[r.id] for r in records]
+        try:
+            _run_on_ray(run, input, source, folder, done, 4 * chunk_size, progress, address, say, strip)
+        finally:
+            shutil.rmtree(folder / SPILL, ignore_errors=True)
+    finished = _finished_ids(folder, position)  # no part holds a foreign or a doubled id
+    if len(finished) < len(source):
+        first = next(rid for rid in source.ids if rid not in finished)
+        raise RunError(
+            f"{folder}: {len(source) - len(finished)} records have no row after the run (e.g. {first}); run again"
+        )
+    del finished, done
+    counter = RowCounter(run)
+
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            counter.add(row)
+            yield row
+
     if partitioned:
+        for _ in counted(row for p in labelparts.parts(folder) for row in read_rows(p)):  # counts: any order
+            pass
         labelparts.write_run(folder, signature, signature_parts, complete=True)
     else:
-        write_rows(out, ordered)
+        write_rows(out, counted(_in_input_order(folder, position)))
         shutil.rmtree(folder)
-    return count_rows(summary, ordered, run)
+    return counter.fill(summary)
 
 
 def _check_same_run(folder: Path, signature: str, signature_parts: dict[str, str]) -> None:
@@ -115,26 +138,45 @@ def _check_same_run(folder: Path, signature: str, signature_parts: dict[str, str
     )
 
 
-def _finished_ids(folder: Path, wanted: set[str]) -> set[str]:
+def _finished_ids(folder: Path, wanted: dict[str, int]) -> set[str]:
     done: set[str] = set()
     for p in labelparts.parts(folder):
         try:
             ids = labelparts.part_ids(p)
         except RecordsError as e:
             raise RunError(str(e)) from None
-        if not set(ids) <= wanted:
+        if any(i not in wanted for i in ids):
             raise RunError(f"{p}: holds ids the input does not have; remove the folder or pass --force")
-        if done & set(ids):
+        if not done.isdisjoint(ids):
             raise RunError(f"{p}: holds ids another part holds too; remove the folder or pass --force")
         done.update(ids)
     return done
 
 
-def _read_back(folder: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
-    _finished_ids(folder, wanted)  # no part holds a foreign or a doubled id
-    from classify.core.records import read_rows
+def _in_input_order(folder: Path, position: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """Every row of the parts, in input order. A part holds one batch, rows in input order, so parts are
+    opened in the order of their first row and merged: only the parts whose rows interleave (a retried
+    or resumed batch) are in memory at once."""
+    firsts = sorted((min(position[i] for i in labelparts.part_ids(p)), p) for p in labelparts.parts(folder))
+    # (a part is never empty: a worker writes one only for a batch with rows)
+    heap: list[tuple[int, int, dict[str, Any], Iterator[dict[str, Any]]]] = []
+    for k, (first, part) in enumerate(firsts):
+        while heap and heap[0][0] < first:  # every row before this part's first row
+            yield _pop(heap, position)
+        rows = iter(sorted(read_rows(part), key=lambda r: position[str(r["id"])]))
+        row = next(rows, None)
+        if row is not None:
+            heapq.heappush(heap, (position[str(row["id"])], k, row, rows))
+    while heap:
+        yield _pop(heap, position)
 
-    return {str(row["id"]): row for p in labelparts.parts(folder) for row in read_rows(p)}
+
+def _pop(heap: list, position: dict[str, int]) -> dict[str, Any]:
+    _, k, row, rows = heapq.heappop(heap)
+    nxt = next(rows, None)
+    if nxt is not None:
+        heapq.heappush(heap, (position[str(nxt["id"])], k, nxt, rows))
+    return row
 
 
 def _init_ray(address: str | None) -> bool:
@@ -159,7 +201,7 @@ def _init_ray(address: str | None) -> bool:
 def _run_on_ray(
     run: FittedRun,
     input: Path,
-    records: list[Record],
+    source: RecordStream,
     folder: Path,
     done: set[str],
     batch_size: int,
@@ -168,6 +210,7 @@ def _run_on_ray(
     say: Callable[[str], None] | None,
     strip: list[str],
 ) -> None:
+    import pyarrow.parquet as pq
     import ray
     import ray.data
 
@@ -180,19 +223,22 @@ def _run_on_ray(
             run_ref = ray.put(run)
         except Exception as e:  # cloudpickle raises many types for what it cannot ship
             raise RunError(f"--engine ray: model {run.clf.spec} cannot be shipped to Ray workers ({e})") from None
-        done_ref = ray.put(done)
+        parquet = format_of(input) == "parquet"
+        done_ref = ray.put(done if parquet else set())  # other inputs are handed over without them
+        # a Parquet input's JSON columns, as the driver's read of it decoded them (core.tablecells)
+        json_cols = tablecells.json_columns_of(pq.read_schema(input)) if parquet else None
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         if say:
             say(f"labeling on Ray: up to {workers} workers, batches of {batch_size}, parts in {folder}")
         with warnings.catch_warnings():  # Ray's deprecation and tuning notes are not the user's business
             warnings.simplefilter("ignore")
-            ds = _dataset(input, records, done, batch_size, workers)
+            ds = _dataset(input, source, done, folder, batch_size, workers)
             # Ray Data restarts a dead actor and retries its batch (a retried batch replaces its own part).
             labeled = ds.map_batches(
                 _Labeler,
                 # refs inside a list: each worker fetches the run itself, once (not re-sent with every restart)
-                fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), format_of(input) == "parquet", strip),
-                batch_size=batch_size,
+                fn_constructor_args=([run_ref, done_ref], str(folder.resolve()), parquet, strip, json_cols),
+                batch_size=batch_size if parquet else 1,  # else one spill file (of batch_size records) a batch
                 batch_format="pyarrow",
                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers),
                 num_cpus=1,
@@ -205,32 +251,63 @@ def _run_on_ray(
             ray.shutdown()
 
 
-def _dataset(input: Path, records: list[Record], done: set[str], batch_size: int, workers: int):
+def _dataset(input: Path, source: RecordStream, done: set[str], folder: Path, batch_size: int, workers: int):
     import ray.data
 
     if format_of(input) == "parquet":
         return ray.data.read_parquet(str(input.resolve()))
-    todo = [{"text": json.dumps(r.to_dict(), ensure_ascii=False)} for r in records if r.id not in done]
-    return ray.data.from_items(todo, override_num_blocks=min(200, max(workers, -(-len(todo) // batch_size))))
+    files = [str(f.resolve()) for f in _spill(source, done, folder / SPILL, batch_size)]
+    return ray.data.from_items([{"spill": f} for f in files], override_num_blocks=min(200, max(workers, len(files))))
+
+
+def _spill(source: RecordStream, done: set[str], spill: Path, per_file: int) -> list[Path]:
+    """The records not labeled yet as JSON texts in Parquet files (a `text` column) of `per_file` records,
+    written a chunk at a time: each file one batch for a worker, a run of input rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(spill, ignore_errors=True)
+    spill.mkdir(parents=True)
+    files: list[Path] = []
+    writer, n = None, 0
+    for chunk in source.chunks(per_file):
+        texts = [json.dumps(r.to_dict(), ensure_ascii=False) for r in chunk if r.id not in done]
+        while texts:
+            if writer is None:
+                files.append(spill / f"{len(files):05d}.parquet")
+                writer, n = pq.ParquetWriter(files[-1], pa.schema([("text", pa.string())])), 0
+            take, texts = texts[: per_file - n], texts[per_file - n :]
+            writer.write_table(pa.table({"text": take}))
+            n += len(take)
+            if n >= per_file:
+                writer.close()
+                writer = None
+    if writer is not None:
+        writer.close()
+    return files
 
 
 class _Labeler:
     """One Ray actor: the fitted run loaded once, then batch after batch labeled and written as a part."""
 
-    def __init__(self, refs: list, folder: str, parquet: bool, strip: list[str]):
+    def __init__(self, refs: list, folder: str, parquet: bool, strip: list[str], json_cols: frozenset[str] | None):
         import ray
 
         self.run: FittedRun = ray.get(refs[0])
         self.done: set[str] = ray.get(refs[1])
         self.folder = Path(folder)
-        self.parquet = parquet  # rows as Ray read them from the file, else the driver's records as JSON texts
+        self.parquet = parquet  # rows as Ray read them from the file, else spill files of the driver's records
         self.strip = strip  # the label fields an input may carry, never used for prediction
+        self.json_cols = json_cols
 
     def __call__(self, batch) -> dict[str, list]:
         if self.parquet:
-            raw = [parquet_row(r) for r in batch.to_pylist()]
+            raw = [parquet_row(r, self.json_cols) for r in batch.to_pylist()]
         else:
-            raw = [json.loads(t) for t in batch.column("text").to_pylist()]
+            import pyarrow.parquet as pq
+
+            texts = [t for f in batch.column("spill").to_pylist() for t in pq.read_table(f).column("text").to_pylist()]
+            raw = [json.loads(t) for t in texts]
         records = [to_record(r) for r in raw]
         records = strip_label_fields([r for r in records if r.id not in self.done], self.strip)
         if not records:

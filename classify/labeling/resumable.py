@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,9 @@ from classify.classifiers.base import Classifier, Prediction
 from classify.core import labelrow
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet
-from classify.core.records import (
-    Record,
-    atomic_write_lines,
-    atomic_write_text,
-    line_problems,
-    output_format,
-    read_json_lines,
-    write_rows,
-)
+from classify.core.jsonlines import JsonLineReader, line_problems
+from classify.core.records import Record, RecordStream
+from classify.core.writer import atomic_write_lines, output_format, write_rows
 from classify.labeling.block import DEFAULT_KEEP, FieldsFn, FittedRun, default_fields, label_block
 from classify.labeling.block import label_fields as label_fields  # re-exported: callers import it from here
 
@@ -88,6 +83,16 @@ def partial_path(out: Path) -> Path:
     return out.with_name(out.name + ".partial.jsonl")
 
 
+def kept_rows(out: Path) -> int:
+    """How many finished rows an interrupted run's checkpoint holds (its whole lines but the header),
+    counted a block of bytes at a time."""
+    part = partial_path(out)
+    if not part.exists():
+        return 0
+    with part.open("rb") as f:
+        return max(0, sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b"")) - 1)
+
+
 def run_signature(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -98,17 +103,42 @@ def part_hashes(parts: dict[str, Any]) -> dict[str, str]:
 
 
 def read_checkpoint(path: Path, signature: str, parts: dict[str, str] | None = None) -> list[dict]:
-    """Rows already labeled by an interrupted run with the same signature.
+    """Rows already labeled by an interrupted run with the same signature (checked as checkpoint_ids)."""
+    checkpoint_ids(path, signature, parts)
+    return [ln.value for ln in _checkpoint_lines(path)]
+
+
+def checkpoint_ids(path: Path, signature: str, parts: dict[str, str] | None = None) -> list[str]:
+    """The ids of the rows an interrupted run with the same signature finished, in file order; the file
+    is read a line at a time, and only the ids kept.
 
     A kill mid-write can only tear the last line (the checkpoint is rewritten whole before each
     run appends to it), so a torn last line, even one cut inside a UTF-8 character, is dropped and
     its record labeled again. Damage anywhere else is an error naming the line.
     """
-    got = read_json_lines(path, drop_torn_tail=True)
-    if not got.lines and not got.problems:
-        return []
-    first = got.lines[0] if got.lines else None
-    if first is None or first.number != 1 or any(n == 1 for n, _ in got.problems):
+    reader = JsonLineReader(path, drop_torn_tail=True)
+    ids: list[str] = []
+    bad: list[tuple[int, str]] = []
+    header = None
+    for ln in reader:
+        if header is None:
+            header = ln
+            _check_header(path, ln, reader.problems, signature, parts)
+        elif isinstance(ln.value, dict) and isinstance(ln.value.get("id"), str):
+            ids.append(ln.value["id"])
+        else:
+            bad.append((ln.number, "not a row with an id"))
+    if header is None and reader.problems:
+        raise RunError(f"{path}: checkpoint header is damaged; remove it or pass --force")
+    if reader.problems or bad:
+        raise RunError(
+            f"{path}: damaged checkpoint ({line_problems(reader.problems + bad)}); remove it or pass --force"
+        )
+    return ids
+
+
+def _check_header(path: Path, first: Any, problems: list, signature: str, parts: dict[str, str] | None) -> None:
+    if first.number != 1 or problems:
         raise RunError(f"{path}: checkpoint header is damaged; remove it or pass --force")
     if not isinstance(first.value, dict):
         raise RunError(f"{path}: checkpoint header is not a JSON object; remove it or pass --force")
@@ -123,14 +153,13 @@ def read_checkpoint(path: Path, signature: str, parts: dict[str, str] | None = N
             f"{path}: a checkpoint from a run with different arguments exists ({what} changed); "
             f"rerun with the same arguments to resume, or pass --force to discard it and start over"
         )
-    problems = got.problems + [
-        (ln.number, "not a row with an id")
-        for ln in got.lines[1:]
-        if not (isinstance(ln.value, dict) and isinstance(ln.value.get("id"), str))
-    ]
-    if problems:
-        raise RunError(f"{path}: damaged checkpoint ({line_problems(problems)}); remove it or pass --force")
-    return [ln.value for ln in got.lines[1:]]
+
+
+def _checkpoint_lines(path: Path) -> Iterator[Any]:
+    """The row lines of a checkpoint checkpoint_ids has checked (its torn tail dropped), one at a time."""
+    lines = iter(JsonLineReader(path, drop_torn_tail=True))
+    next(lines, None)  # the header
+    return lines
 
 
 def label_records(
@@ -164,37 +193,35 @@ def label_records(
 
 def label_run(
     run: FittedRun,
-    records: list[Record],
+    records: list[Record] | RecordStream,
     out: Path,
     signature: str,
     chunk_size: int = 256,
     progress: Callable[[int], None] | None = None,
     prepare_progress: Callable[[int], None] | None = None,
     signature_parts: dict[str, str] | None = None,
+    strip: list[str] | None = None,
 ) -> RunSummary:
-    """`label_records` for a run already assembled (classify.labeling.block): the local engine."""
+    """`label_records` for a run already assembled (classify.labeling.block): the local engine.
+
+    `records` may be a RecordStream (classify.core.records.scan_records): then only the input's ids are
+    held for the whole run, the records are read a block at a time. `strip`: the dimensions whose labels
+    an input may carry, dropped before prediction (strip_label_fields)."""
+    source = records if isinstance(records, RecordStream) else RecordStream.of(records)
     part = partial_path(out)
-    done_rows = read_checkpoint(part, signature, signature_parts) if part.exists() else []
-    done = {r["id"] for r in done_rows}
-    todo = [r for r in records if r.id not in done]
-    summary = RunSummary(out=out, total=len(records), resumed=len(done))
+    done = set(checkpoint_ids(part, signature, signature_parts)) if part.exists() else set()
+    summary = RunSummary(out=out, total=len(source), resumed=len(done))
     if progress and done:
         progress(len(done))
     # Rewrite the checkpoint without any torn tail before appending to it (atomically: a kill
-    # here must not lose what the checkpoint already holds).
-    atomic_write_text(
-        part,
-        json.dumps({"signature": signature, "parts": signature_parts or {}})
-        + "\n"
-        + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done_rows),
-    )
+    # here must not lose what the checkpoint already holds), a line at a time.
+    header = json.dumps({"signature": signature, "parts": signature_parts or {}}) + "\n"
+    atomic_write_lines(part, chain([header], (ln.text + "\n" for ln in _checkpoint_lines(part)) if done else []))
     try:
         # Models with a `prepare` step (encoders) get blocks of 4 chunks at once: one length-sorted
         # encoding pass pads little, and checkpoints still follow every few hundred records.
-        block = 4 * chunk_size
         with part.open("a", encoding="utf-8") as f:
-            for bstart in range(0, len(todo), block):
-                todo_block = todo[bstart : bstart + block]
+            for todo_block in _todo_blocks(source, done, 4 * chunk_size, strip):
                 run.prepare(todo_block, progress=prepare_progress)
                 for start in range(0, len(todo_block), chunk_size):
                     chunk = todo_block[start : start + chunk_size]
@@ -207,23 +234,36 @@ def label_run(
                         progress(len(chunk))
     except BaseException:
         # A run that dies before its first row (a dead server, a bad key) leaves no checkpoint behind.
-        if not done_rows and not read_checkpoint(part, signature):
+        if not done and not checkpoint_ids(part, signature):
             part.unlink(missing_ok=True)
         raise
-    if output_format(out) == "jsonl" and _stream_checkpoint(part, records, out):
+    if output_format(out) == "jsonl" and _stream_checkpoint(part, source.ids, out):
         # The checkpoint holds the rows in input order (resumed rows are a prefix of it): copied line by
         # line, and counted from the file, the rows are never all in memory at once.
         part.unlink()
         with out.open(encoding="utf-8") as f:
             return count_rows(summary, (json.loads(line) for line in f), run)
+    # Another output format (or a checkpoint out of input order): the rows are in memory here.
     all_rows = {r["id"]: r for r in read_checkpoint(part, signature)}
-    ordered = [all_rows[r.id] for r in records]  # input order, exactly one row per record
+    ordered = [all_rows[i] for i in source.ids]  # input order, exactly one row per record
     write_rows(out, ordered)
     part.unlink()
     return count_rows(summary, ordered, run)
 
 
-def _stream_checkpoint(part: Path, records: list[Record], out: Path) -> bool:
+def _todo_blocks(source: RecordStream, done: set[str], size: int, strip: list[str] | None) -> Iterator[list[Record]]:
+    """The records not labeled yet, in input order, `size` at a time (the blocks a whole list would give)."""
+    todo: list[Record] = []
+    for chunk in source.chunks(size):
+        todo.extend(r for r in chunk if r.id not in done)
+        while len(todo) >= size:
+            block, todo = todo[:size], todo[size:]
+            yield strip_label_fields(block, strip) if strip else block
+    if todo:
+        yield strip_label_fields(todo, strip) if strip else todo
+
+
+def _stream_checkpoint(part: Path, ids: list[str], out: Path) -> bool:
     """Write `out` from the checkpoint's lines when they are exactly one row per record in input order
     (always, for a checkpoint this module wrote); False, and `out` untouched, when they are not."""
 
@@ -231,15 +271,15 @@ def _stream_checkpoint(part: Path, records: list[Record], out: Path) -> bool:
         pass
 
     def lines() -> Iterator[str]:
-        ids = iter(records)
+        want = iter(ids)
         with part.open(encoding="utf-8") as f:
             next(f, None)  # the header
             for line in f:
-                r = next(ids, None)
-                if r is None or json.loads(line).get("id") != r.id:
+                rid = next(want, None)
+                if rid is None or json.loads(line).get("id") != rid:
                     raise OutOfOrder
                 yield line if line.endswith("\n") else line + "\n"
-        if next(ids, None) is not None:
+        if next(want, None) is not None:
             raise OutOfOrder
 
     try:
@@ -252,23 +292,38 @@ def _stream_checkpoint(part: Path, records: list[Record], out: Path) -> bool:
 def count_rows(summary: RunSummary, rows: Iterable[dict[str, Any]], run: FittedRun) -> RunSummary:
     """Fill in what a run's rows say (invalid answers, screened out, routing), whichever engine made
     them; in one pass, so `rows` may be a stream."""
-    dims = run.clf.taxonomy.dimension_ids
-    invalid: Counter[str] = Counter()
-    statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
-    n = 0
+    counter = RowCounter(run)
     for r in rows:
-        n += 1
-        invalid.update(d for d in dims if labelrow.is_invalid(r, d))
-        summary.screened_out += not labelrow.is_failure_report(r)
-        for d, c in statuses.items():
+        counter.add(r)
+    return counter.fill(summary)
+
+
+class RowCounter:
+    """count_rows a row at a time, for a pass that also does something else with each row."""
+
+    def __init__(self, run: FittedRun):
+        self.run = run
+        self.dims = run.clf.taxonomy.dimension_ids
+        self.invalid: Counter[str] = Counter()
+        self.statuses: dict[str, Counter] = {d: Counter() for d in [*run.dims, "screening"]}
+        self.n = self.screened_out = 0
+
+    def add(self, r: dict[str, Any]) -> None:
+        self.n += 1
+        self.invalid.update(d for d in self.dims if labelrow.is_invalid(r, d))
+        self.screened_out += not labelrow.is_failure_report(r)
+        for d, c in self.statuses.items():
             c[labelrow.status(r, d)] += 1
-    summary.invalid = {d: invalid.get(d, 0) for d in dims}
-    summary.labeled = n - summary.resumed
-    for d, seen in statuses.items():
-        if any(seen.get(s) for s in labelrow.ROUTED):
-            summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
-    summary.provenance = run.provenance
-    return summary
+
+    def fill(self, summary: RunSummary) -> RunSummary:
+        summary.screened_out += self.screened_out
+        summary.invalid = {d: self.invalid.get(d, 0) for d in self.dims}
+        summary.labeled = self.n - summary.resumed
+        for d, seen in self.statuses.items():
+            if any(seen.get(s) for s in labelrow.ROUTED):
+                summary.routing[d] = {s.value: seen.get(s, 0) for s in labelrow.ROUTED}
+        summary.provenance = self.run.provenance
+        return summary
 
 
 def provenance_for(clf: Classifier, gold: GoldSet) -> dict[str, Any]:
@@ -303,6 +358,10 @@ def strip_label_fields(records: list[Record], dims: list[str]) -> list[Record]:
     """Labels present in the input are never used for prediction: drop them up front."""
     for r in records:
         for k in list(r.fields):
-            if k in dims or k.startswith("coder_") or k.endswith("_confidence"):
+            if is_label_field(k, dims):
                 r.fields.pop(k)
     return records
+
+
+def is_label_field(key: str, dims: list[str]) -> bool:
+    return key in dims or key.startswith("coder_") or key.endswith("_confidence")

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from classify.core import labelrow
-from classify.core.records import atomic_write_text, read_rows
+from classify.core.records import read_rows
 from classify.core.taxonomy import Taxonomy
+from classify.core.writer import atomic_write_text
 from classify.report import quantify as qf
 from classify.report.correction import agreement_with_gold, correction_for
 from classify.report.labels import ReportError, awaits_review, counted_label, counts_as_failure_report, issue_url

@@ -25,8 +25,9 @@ import yaml
 from classify.core import goldfile
 from classify.core.errors import ClassifyError
 from classify.core.gold import GoldSet, gold_from_records
-from classify.core.records import RecordsError, atomic_write_text, to_record
+from classify.core.records import RecordsError, to_record
 from classify.core.taxonomy import Taxonomy, parse_taxonomy, taxonomy_from_text
+from classify.core.writer import atomic_write_text
 from classify.review.decisions import check_decisions
 from classify.review.proposals import UNMAPPED, Change, ProposalError, apply_changes, collect_changes
 from classify.review.queue import check_queue_matches

@@ -12,8 +12,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from classify.core.errors import ClassifyError
-from classify.core.records import atomic_write_text, line_problems, read_json_lines
+from classify.core.jsonlines import line_problems, read_json_lines
 from classify.core.taxonomy import Taxonomy
+from classify.core.writer import atomic_write_text
 from classify.review.proposals import ProposalError, apply_changes, collect_changes, new_category_ids
 from classify.review.schema import Decision, Queue, validation_message
 

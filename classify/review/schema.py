@@ -15,8 +15,8 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from classify.core.errors import ClassifyError
-from classify.core.records import atomic_write_text
 from classify.core.textio import read_text
+from classify.core.writer import atomic_write_text
 
 ReasonKind = Literal[
     "model_disagrees",

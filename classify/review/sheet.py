@@ -27,10 +27,11 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from classify.core.records import atomic_write_text, escape_formula, unescape_formula
+from classify.core.records import escape_formula, unescape_formula
 from classify.core.taxonomy import Taxonomy
 from classify.core.textio import read_text
 from classify.core.timestamps import utc_timestamp
+from classify.core.writer import atomic_write_text
 from classify.review.decisions import DecisionsError, check_decisions, effective, read_decisions, write_decisions
 from classify.review.schema import (
     Action,

@@ -15,9 +15,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from classify.core.gold import gold_from_records, load_gold
 from classify.core.paths import refuse_output_over_inputs
-from classify.core.records import CORE_FIELDS, atomic_write_text, to_record, write_rows
+from classify.core.records import CORE_FIELDS, to_record
 from classify.core.taxonomy import Taxonomy, load_taxonomy
 from classify.core.timestamps import utc_timestamp
+from classify.core.writer import atomic_write_text, write_rows
 from classify.review.decisions import DecisionsError, check_decisions, read_decisions, write_decisions
 from classify.review.proposals import Change, ProposalError, apply_changes
 from classify.review.schema import Decision as ReviewDecision

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from classify.core.records import RecordsError, read_records, read_rows, write_rows
+from classify.core.records import RecordsError, read_records, read_rows
+from classify.core.writer import write_rows
 from classify.ingest import import_gh_json, import_table, parse_mapping, read_issue_refs, write_fetched
 
 GH_LIST = [
