@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
 from classify.core.paths import cache_dir
 from classify.core.progress import progress_bar
@@ -43,6 +44,31 @@ def quiet_loading() -> Iterator[None]:
     finally:
         if was_on:
             hf_logging.enable_progress_bar()
+
+
+class EncoderUnavailable(ClassifyError):
+    """The sentence encoder a run names cannot be loaded here."""
+
+
+def load_sentence_transformer(load_from: str, name: str | None = None) -> Any:
+    """A SentenceTransformer on CPU; a name that is neither a local folder, a packaged encoder nor a
+    reachable hub model is one clear error, not a hub traceback."""
+    from sentence_transformers import SentenceTransformer
+
+    if Path(load_from).exists():
+        # A local folder needs no hub; stop libraries from trying to reach it.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        with quiet_loading():
+            return SentenceTransformer(load_from, device="cpu")
+    except OSError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise EncoderUnavailable(
+            f"encoder {name or load_from!r} cannot be loaded: it is not a folder here, not a packaged encoder "
+            f"({DEFAULT_ENCODER_NAME}, or all-mpnet-base-v2 after scripts/setup.sh --mpnet), and the model hub "
+            f"did not provide it ({first})"
+        ) from None
 
 
 def default_encoder_path() -> Path:
@@ -211,10 +237,7 @@ class Encoder:
 
                 self._model = StaticSentenceEncoder(self.load_from, self.weights_key)
                 return self._model
-            from sentence_transformers import SentenceTransformer
-
-            with quiet_loading():
-                self._model = SentenceTransformer(self.load_from, device="cpu")
+            self._model = load_sentence_transformer(self.load_from, self.name)
         return self._model
 
     def _encode_raw(self, texts: list[str]) -> np.ndarray:

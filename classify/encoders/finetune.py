@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from classify.core.hashing import text_hash
-from classify.encoders.encoder import quiet_loading, resolve_encoder
+from classify.encoders.encoder import load_sentence_transformer, resolve_encoder
 
 if TYPE_CHECKING:
     import torch
@@ -65,13 +63,7 @@ class LowerStates:
         import torch
 
         load_from, self.model_key = resolve_encoder(encoder)
-        if Path(load_from).exists():
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
-        with quiet_loading():
-            st = SentenceTransformer(load_from, device="cpu")
+        st = load_sentence_transformer(load_from, encoder)
         st.max_seq_length = max_seq_length
         self.st = st
         bert = st[0].auto_model

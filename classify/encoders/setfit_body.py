@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from classify.core.errors import ClassifyError
 from classify.core.hashing import text_hash
 from classify.core.paths import cache_dir
-from classify.encoders.encoder import quiet_loading, resolve_encoder
+from classify.encoders.encoder import load_sentence_transformer, quiet_loading, resolve_encoder
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +160,6 @@ def _step_logger(dim: str):
 
 
 def _train(load_from: str, texts: list[str], labels: dict[str, list[str | None]], cfg: SetFitConfig):
-    if Path(load_from).exists():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
     from sklearn.linear_model import LogisticRegression
     from transformers.trainer_callback import ProgressCallback
     from transformers.utils import logging as hf_logging
@@ -176,8 +172,7 @@ def _train(load_from: str, texts: list[str], labels: dict[str, list[str | None]]
     hf_logging.set_verbosity(verbosity)
     setfit_logging.set_verbosity_warning()
 
-    with quiet_loading():
-        body = SentenceTransformer(load_from, device="cpu")
+    body = load_sentence_transformer(load_from)
     body.max_seq_length = cfg.max_seq_length
     model = SetFitModel(model_body=body, model_head=LogisticRegression())  # the head is ours, not SetFit's
     steps, pairs = 0, {}
