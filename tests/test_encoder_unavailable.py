@@ -13,8 +13,10 @@ BOGUS = "no-such-org/no-such-encoder-xyz"
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
-    # The hub is never reached in tests: offline mode makes the lookup fail at once.
+    # The hub is never reached in tests: offline mode makes the lookup fail at once. huggingface_hub
+    # reads the variable when imported, so its constant is set too.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
 
 
 def test_frozen_encoder_names_the_encoder_and_what_was_tried():
