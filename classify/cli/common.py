@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -391,3 +392,19 @@ class UserErrorGroup(TyperGroup):
                 highlight=False,
             )
             raise typer.Exit(1) from None
+
+
+class EchoHandler(logging.Handler):
+    """Log lines to stderr as plain text; resolves stderr at emit time (typer's test runner swaps
+    streams per invocation)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        typer.echo(self.format(record), err=True)
+
+
+def echo_logs(logger: logging.Logger, level: int) -> None:
+    """Show `logger`'s lines from `level` up on stderr, once (a second call only sets the level)."""
+    if not any(isinstance(h, EchoHandler) for h in logger.handlers):
+        logger.addHandler(EchoHandler())
+        logger.propagate = False
+    logger.setLevel(level)

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from classify.cli.common import fail
+from classify.cli.common import echo_logs, fail
 
 fetch_app = typer.Typer(help="Fetch issues from GitHub or import exports into a records file.", no_args_is_help=True)
 log = logging.getLogger("classify.fetch")
@@ -32,17 +32,8 @@ class Comments(str, Enum):
     per_issue = "per-issue"
 
 
-class _EchoHandler(logging.Handler):
-    # Resolves stderr at emit time (typer's test runner swaps streams per invocation).
-    def emit(self, record: logging.LogRecord) -> None:
-        typer.echo(self.format(record), err=True)
-
-
 def _setup_logging(quiet: bool) -> None:
-    if not any(isinstance(h, _EchoHandler) for h in log.handlers):
-        log.addHandler(_EchoHandler())
-        log.propagate = False
-    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    echo_logs(log, logging.WARNING if quiet else logging.INFO)
 
 
 def _fail(e: Exception) -> NoReturn:

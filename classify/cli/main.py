@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from classify.cli import evaluate, label, models, report
-from classify.cli.common import UserErrorGroup
+from classify.cli.common import UserErrorGroup, echo_logs
 from classify.cli.fetch import fetch_app
 from classify.cli.review import review_app
 from classify.cli.taxonomy import gold_app, taxonomy_app
@@ -38,22 +38,8 @@ def _root(
     ] = False,
 ) -> None:
     """Label issue reports against a taxonomy and measure agreement with coders."""
-    _show_training_lines()
-
-
-class _EchoHandler(logging.Handler):
-    # Resolves stderr at emit time (typer's test runner swaps streams per invocation).
-    def emit(self, record: logging.LogRecord) -> None:
-        typer.echo(self.format(record), err=True)
-
-
-def _show_training_lines() -> None:
-    """Encoder training (setfit, finetune) runs for minutes inside a fold: its INFO lines say how far it is."""
-    log = logging.getLogger("classify.encoders")
-    if not any(isinstance(h, _EchoHandler) for h in log.handlers):
-        log.addHandler(_EchoHandler())
-        log.propagate = False
-    log.setLevel(logging.INFO)
+    # Encoder training (setfit, finetune) runs for minutes inside a fold: its INFO lines say how far it is.
+    echo_logs(logging.getLogger("classify.encoders"), logging.INFO)
 
 
 app.add_typer(taxonomy_app, name="taxonomy")
