@@ -57,6 +57,11 @@ def test_tuned_encoder_is_trained_once_read_back_and_retrained_when_damaged():
     _, log = train_body(None, TEXTS, LABELS, FAST)
     assert not log.cached
     json.loads((folder / "classify-setfit.json").read_text())  # rewritten whole
+    # weights altered after the save (a truncated copy, a disk error): trained again, not loaded
+    weights = next(folder.rglob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:1000])
+    _, log = train_body(None, TEXTS, LABELS, FAST)
+    assert not log.cached and weights.stat().st_size > 1000
     # an interrupted save: the weights without the completion record
     (folder / "classify-setfit.json").unlink()
     _, log = train_body(None, TEXTS, LABELS, FAST)

@@ -37,7 +37,7 @@ from classify.encoders.encoder import load_sentence_transformer, quiet_loading, 
 log = logging.getLogger(__name__)
 
 # Bumped when training changes in a way the settings do not show (then old folders are not reused).
-FORMAT = 1
+FORMAT = 2
 _DONE = "classify-setfit.json"  # written last: a folder without it is an interrupted save
 
 
@@ -96,6 +96,18 @@ def body_folder(key: str) -> Path:
     return cache_dir() / "setfit" / key
 
 
+def _weights_digest(folder: Path) -> dict[str, str]:
+    """sha256 of each weights file: a truncated or altered file in the cache is trained again, not loaded."""
+    out = {}
+    for f in sorted(folder.rglob("*.safetensors")):
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        out[str(f.relative_to(folder))] = h.hexdigest()
+    return out
+
+
 def train_body(
     encoder: str | None, texts: list[str], labels: dict[str, list[str | None]], cfg: SetFitConfig
 ) -> tuple[Path, BodyLog]:
@@ -108,6 +120,8 @@ def train_body(
     if done.exists():
         try:
             meta = json.loads(done.read_text())
+            if meta["weights_sha256"] != _weights_digest(folder):
+                raise ValueError("weights differ from those saved")
             log.info("setfit: tuned encoder %s read from the cache (trained in %.0f s)", key, meta["seconds"])
             return folder, BodyLog(key, True, float(meta["seconds"]), int(meta["steps"]), dict(meta["pairs"]))
         except (OSError, ValueError, KeyError, TypeError):
@@ -124,7 +138,14 @@ def train_body(
     try:
         with quiet_loading():
             body.save(str(tmp))
-        meta = {"seconds": round(seconds, 1), "steps": steps, "pairs": pairs, "model": model_key, **cfg.model_dump()}
+        meta = {
+            "seconds": round(seconds, 1),
+            "steps": steps,
+            "pairs": pairs,
+            "model": model_key,
+            **cfg.model_dump(),
+            "weights_sha256": _weights_digest(tmp),
+        }
         (tmp / _DONE).write_text(json.dumps(meta, indent=1))
         try:
             os.replace(tmp, folder)
