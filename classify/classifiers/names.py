@@ -14,8 +14,8 @@ def declared_spec_names() -> list[str]:
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
-# The spec `classify run` and `classify eval` use without --model: the strongest measured to keep the whole main job
-# (scripts/main.sh) stays under 15 minutes on a fresh 2-core machine (docs/results.md, "The default model").
+# The spec `classify run` and `classify eval` use without --model: the strongest measured to keep the whole main
+# job (scripts/main.sh) under 15 minutes on a fresh 2-core machine (docs/results.md, "The default").
 # `classify models` names the strongest regardless of time.
 DEFAULT_MODEL = "tfidf-embed"
 # Screening (is a thread a failure report at all?) is a separate, easier decision; the cheap frozen encoder serves it.
