@@ -63,3 +63,15 @@ def gold_rows():
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def caused_records(gold, n):
+    """`n` gold records with a root cause, each a different one: every cause stratum holds a single record."""
+    seen, out = set(), []
+    for r in gold.records:
+        c = r.fields.get("root_cause")
+        if c and c not in seen:
+            seen.add(c)
+            out.append(r)
+    assert len(out) >= n
+    return out[:n]

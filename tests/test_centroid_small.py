@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import caused_records
 
 from classify.classifiers.base import make_classifier
 from classify.classifiers.baselines import fit_per_dimension, predict_per_dimension
@@ -50,14 +51,10 @@ def test_rows_that_are_one_vector_predict_the_class_shares(taxonomy):
 def test_cross_validation_where_each_cause_trains_on_one_record(gold, shared_cache):
     # four causes of one record each + six uncaused records: in a 5-fold split no cause has
     # a second training record
-    seen, caused = set(), []
-    for r in gold.records:
-        c = r.fields.get("root_cause")
-        if c and c not in seen:
-            seen.add(c)
-            caused.append(r)
+    caused = caused_records(gold, 4)
+    seen = {r.fields["root_cause"] for r in caused}
     uncaused = [r for r in gold.records if not r.fields.get("root_cause")][:6]
-    small = gold_from_records(caused[:4] + uncaused, gold.taxonomy)
+    small = gold_from_records(caused + uncaused, gold.taxonomy)
     res = cross_validate("embed-centroid", small, k=5, seed=0)
     got = [p for p in res.predictions["root_cause"] if p is not None]
     assert got and all(p.label in seen for p in got)

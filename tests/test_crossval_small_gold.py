@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import caused_records
 from typer.testing import CliRunner
 
 from classify.cli.main import app
@@ -14,18 +15,6 @@ from classify.core.gold import gold_from_records
 from classify.evaluation.crossval import assign_folds, cross_validate
 
 runner = CliRunner()
-
-
-def _caused(gold, n):
-    """`n` records with a root cause, each a different one: every stratum holds a single record."""
-    seen, out = set(), []
-    for r in gold.records:
-        c = r.fields.get("root_cause")
-        if c and c not in seen:
-            seen.add(c)
-            out.append(r)
-    assert len(out) >= n
-    return out[:n]
 
 
 def _uncaused(gold, per_symptom, n_symptoms):
@@ -41,7 +30,7 @@ def _uncaused(gold, per_symptom, n_symptoms):
 
 def test_strata_all_smaller_than_the_folds_still_get_folds(gold):
     # 4 causes of one record each + 3 symptoms of 2 records each: no stratum reaches 5
-    small = gold_from_records(_caused(gold, 4) + _uncaused(gold, 2, 3), gold.taxonomy)
+    small = gold_from_records(caused_records(gold, 4) + _uncaused(gold, 2, 3), gold.taxonomy)
     folds = assign_folds(small, k=5, seed=0)
     assert sorted(set(folds)) == [0, 1, 2, 3, 4]
     assert all(folds.count(f) == 2 for f in range(5))
@@ -50,7 +39,7 @@ def test_strata_all_smaller_than_the_folds_still_get_folds(gold):
 
 
 def test_fewer_records_than_folds_is_refused_in_one_line(gold):
-    tiny = gold_from_records(_caused(gold, 3), gold.taxonomy)
+    tiny = gold_from_records(caused_records(gold, 3), gold.taxonomy)
     with pytest.raises(ValueError, match=r"^gold has 3 record\(s\), too few for 5-fold cross-validation"):
         assign_folds(tiny, k=5)
 
