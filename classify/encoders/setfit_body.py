@@ -16,6 +16,7 @@ run whose gold profile uses the same folds, trains nothing.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -72,12 +73,16 @@ class SetFitMissing(ClassifyError):
 
 
 def _require_setfit() -> None:
+    # Found, not imported: importing setfit takes seconds and turns transformers' info logging on,
+    # which a cache hit (no training) should not pay for.
     try:
-        import setfit  # noqa: F401
-    except ImportError as e:
+        found = importlib.util.find_spec("setfit") is not None
+    except (ImportError, ValueError):  # a module entry of None (import blocked) or without a spec
+        found = False
+    if not found:
         raise SetFitMissing(
             "spec setfit needs the setfit package, which is not installed: pip install 'classify[setfit]'"
-        ) from e
+        )
 
 
 def body_key(model_key: str, cfg: SetFitConfig, texts: list[str], labels: dict[str, list[str | None]]) -> str:
